@@ -1,0 +1,32 @@
+"""fusedattend: fused decode-attention kernels for MLX (Metal, CUDA, CPU).
+
+    import fusedattend as fa
+    out = fa.decode_attention(q, k, v, mask="causal")
+"""
+
+try:
+    import mlx.core  # noqa: F401
+except ImportError as err:  # pragma: no cover - depends on how MLX was installed
+    raise ImportError(
+        "fusedattend needs MLX with a backend, and importing mlx.core failed "
+        f"({err}). On Linux `pip install mlx` alone has no backend: install "
+        "`pip install 'fusedattend[cpu]'` (MLX's CPU build, mlx[cpu]) or "
+        "`pip install 'fusedattend[cuda]'` (NVIDIA GPUs, mlx[cuda13]); on macOS `pip install mlx`."
+    ) from err
+
+from ._problem import QuantizedKV
+from .api import decode_attention, dequantize_kv, quantize_kv, quantized_decode_attention
+from .backends import BACKENDS, available_backends, default_backend
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BACKENDS",
+    "QuantizedKV",
+    "available_backends",
+    "decode_attention",
+    "default_backend",
+    "dequantize_kv",
+    "quantize_kv",
+    "quantized_decode_attention",
+]

@@ -1,0 +1,85 @@
+"""Which backends exist here, and which one a call goes to.
+
+A backend is a module with `decode_attention(problem)` and `quantized_decode_attention(problem)`
+(see `fusedattend._problem.Problem`). "reference" is always there; "cpu" needs numpy; "metal" and
+"cuda" need MLX's GPU backend of that name. backend=None picks the fastest for where the arrays
+live (the default device); FUSEDATTEND_BACKEND overrides that choice.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+import mlx.core as mx
+
+from ._problem import MAX_FUSED_QUERY_LEN, Problem
+
+BACKENDS = ("reference", "cpu", "metal", "cuda")
+ENV_VAR = "FUSEDATTEND_BACKEND"
+
+_MODULES = {"reference": "reference", "cpu": "cpu", "metal": "gpu", "cuda": "gpu"}
+
+
+def _is_available(name: str) -> bool:
+    if name == "reference":
+        return True
+    if name == "cpu":
+        return importlib.util.find_spec("numpy") is not None and _module("cpu") is not None
+    if name == "metal":
+        return mx.metal.is_available() and _module("gpu") is not None
+    if name == "cuda":
+        return hasattr(mx, "cuda") and mx.cuda.is_available() and _module("gpu") is not None
+    return False
+
+
+def _module(modname: str):
+    try:
+        return importlib.import_module(f"fusedattend.{modname}")
+    except ImportError:
+        return None
+
+
+def available_backends() -> list[str]:
+    """Names of the backends usable in this process, fastest-first is not implied."""
+    return [name for name in BACKENDS if _is_available(name)]
+
+
+def _check_name(name, source):
+    if not isinstance(name, str):
+        raise TypeError(f"{source} must be a backend name (str) or None, got {type(name).__name__}")
+    if name not in BACKENDS:
+        raise ValueError(f"{source}={name!r} is not a backend; known backends: {', '.join(BACKENDS)}")
+    if not _is_available(name):
+        raise ValueError(
+            f"{source}={name!r} is not available here; available: {', '.join(available_backends())}"
+        )
+    return name
+
+
+def default_backend() -> str:
+    """The backend a call with backend=None uses for arrays on the default device."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return _check_name(env, ENV_VAR)
+    if mx.default_device() == mx.gpu:
+        for name in ("metal", "cuda"):
+            if _is_available(name):
+                return name
+        return "reference"
+    return "cpu" if _is_available("cpu") else "reference"
+
+
+def resolve(backend) -> str:
+    return default_backend() if backend is None else _check_name(backend, "backend")
+
+
+def run(problem: Problem, backend, quantized: bool):
+    """Run `problem` on the named backend; L beyond the fused kernels goes to the reference."""
+    name = resolve(backend)
+    L = problem.q.shape[3]
+    if L > MAX_FUSED_QUERY_LEN:
+        name = "reference"
+    module = _module(_MODULES[name])
+    fn = module.quantized_decode_attention if quantized else module.decode_attention
+    return problem.unlayer(fn(problem))

@@ -1,0 +1,88 @@
+"""The reference backend: a readable mlx.core composition that defines what every kernel computes.
+
+It is always available, serves as the fallback (L > 8, or no faster backend here), and is the
+meaning the kernels are tested against. Same signature as the kernel backends:
+
+    decode_attention(problem) -> (NL, B, H_q, L, D) in the queries' dtype
+
+Semantics, per query row i of head h in request b (G = H_q // H_kv, kv head = h // G):
+    visible(j) = key_range(b) holds j  and  the mask lets i see j
+    s_j        = scale * q_i . k_j (+ additive mask), accumulated in float32
+    out_i      = sum_{visible j} softmax(s)_j * v_j,   or zeros when no key is visible
+A key hidden from every row of its kv head may hold any value, NaN included: it never enters
+the output.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+
+from ._problem import Mask, Problem, QuantizedKV
+
+
+def visibility(problem: Problem):
+    """Boolean array broadcastable to (NL, B, H_q, L, S), or None when every key is visible."""
+    NL, B, H_q, H_kv, L, S, D = problem.shape
+    mask = problem.mask
+    visible = None
+    key = mx.arange(S)
+    if problem.key_ranges is not None:
+        start = problem.key_ranges[:, 0].reshape(1, B, 1, 1, 1)
+        end = start + problem.key_ranges[:, 1].reshape(1, B, 1, 1, 1)
+        visible = (key >= start) & (key < end)
+        last = end  # causal alignment: the last query row sees the range's last key
+    else:
+        last = mx.array(S)
+    if mask.kind == "causal":
+        row = mx.arange(L).reshape(L, 1)
+        causal = key <= (last - L + row)
+        visible = causal if visible is None else visible & causal
+    elif mask.kind == "bool":
+        visible = mask.array if visible is None else visible & mask.array
+    elif mask.kind == "additive":
+        finite = mask.array > -mx.inf
+        visible = finite if visible is None else visible & finite
+    return visible
+
+
+def _attend(problem: Problem, keys: mx.array, values: mx.array) -> mx.array:
+    NL, B, H_q, H_kv, L, S, D = problem.shape
+    G = H_q // H_kv
+    # Query heads of one GQA group become extra rows of one matmul against their kv head.
+    q = (problem.q.astype(mx.float32) * problem.scale).reshape(NL, B, H_kv, G * L, D)
+    scores = (q @ keys.astype(mx.float32).swapaxes(-1, -2)).reshape(NL, B, H_q, L, S)
+    if problem.mask.kind == "additive":
+        scores = scores + problem.mask.array.astype(mx.float32)
+    visible = visibility(problem)
+    values = values.astype(mx.float32)
+    if visible is not None:
+        scores = mx.where(visible, scores, -mx.inf)
+        # Zero the value rows no query row of the group can see, so NaN garbage there cannot
+        # leak through 0 * NaN in the matmul below.
+        seen = mx.broadcast_to(visible, (NL, B, H_q, L, S)).reshape(NL, B, H_kv, G * L, S)
+        values = mx.where(mx.expand_dims(mx.any(seen, axis=-2), -1), values, 0.0)
+    row_max = mx.max(scores, axis=-1, keepdims=True)
+    row_max = mx.where(row_max == -mx.inf, 0.0, row_max)
+    weights = mx.exp(scores - row_max)  # hidden keys: exp(-inf) = 0
+    denom = mx.sum(weights, axis=-1, keepdims=True)
+    out = (weights.reshape(NL, B, H_kv, G * L, S) @ values).reshape(NL, B, H_q, L, D)
+    out = mx.where(denom > 0, out / mx.where(denom > 0, denom, 1.0), 0.0)
+    return out.astype(problem.q.dtype)
+
+
+def dequantize(kv: QuantizedKV, bits: int, group_size: int) -> mx.array:
+    """Float32 K or V from an mx.quantize triple (scales and biases upcast first)."""
+    return mx.dequantize(
+        kv.codes, kv.scales.astype(mx.float32), kv.biases.astype(mx.float32),
+        group_size=group_size, bits=bits,
+    )
+
+
+def decode_attention(problem: Problem) -> mx.array:
+    return _attend(problem, problem.k, problem.v)
+
+
+def quantized_decode_attention(problem: Problem) -> mx.array:
+    keys = dequantize(problem.k, problem.bits, problem.group_size)
+    values = dequantize(problem.v, problem.bits, problem.group_size)
+    return _attend(problem, keys, values)

@@ -1,0 +1,1 @@
+"""Metal kernel sources of fusedattend (installed as the package ``fusedattend.metal``)."""
