@@ -1,0 +1,362 @@
+"""Every Hypothesis strategy of the property suite, in one importable module.
+
+    from tests.property.strategies import attention_cases, quantized_cases
+    @given(attention_cases())
+    def test_x(case, backend): out = fa.decode_attention(*case.qkv, **case.kwargs, backend=backend)
+
+Sizes draw the structure (shapes, dtype, mask kind/shape, key ranges, layout) through Hypothesis
+and the numbers from a numpy RNG seeded by a drawn integer: shrinking then works on the shape
+and a failing example replays exactly. Edges are always reachable: S = 1, powers of two +- 1,
+fully masked rows, GQA ratio = H_q (H_kv = 1), NL = 1, L = 1 and 8, empty key ranges.
+
+Widening: long S (up to 16385) is drawn when the active profile runs >= 200 examples
+(`nightly`) or FUSEDATTEND_WIDE=1 is set; otherwise S stays <= 2049 and the big shapes are rare.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Optional
+
+import mlx.core as mx
+import numpy as np
+from hypothesis import settings
+from hypothesis import strategies as st
+
+DTYPES = (mx.float32, mx.float16, mx.bfloat16)
+DTYPE_NAMES = {mx.float32: "float32", mx.float16: "float16", mx.bfloat16: "bfloat16"}
+HEAD_DIMS = (64, 8, 16, 32, 80, 96, 128, 256)  # supported: multiples of 8 up to 256
+BITS = (4, 8, 2)
+GROUP_SIZES = (64, 32, 128)
+MASK_KINDS = ("none", "causal", "bool", "additive")
+
+
+def wide() -> bool:
+    return os.environ.get("FUSEDATTEND_WIDE") == "1" or settings().max_examples >= 200
+
+
+def _edges(limit):
+    out = {1, 2, 3}
+    p = 4
+    while p <= limit:
+        out |= {p - 1, p, p + 1}
+        p *= 2
+    return sorted(x for x in out if x <= limit + 1)
+
+
+def seq_lens(max_small=64):
+    """S: mostly small, powers of two +- 1, occasionally long."""
+    limit = 16384 if wide() else 2048
+    return st.one_of(
+        st.integers(1, max_small),
+        st.sampled_from(_edges(256)),
+        st.sampled_from(_edges(limit)),
+    )
+
+
+def to_mx(a: np.ndarray, dtype) -> mx.array:
+    """numpy float -> MLX array of `dtype` (via float32, so bf16 works)."""
+    return mx.array(np.asarray(a, dtype=np.float32)).astype(dtype)
+
+
+def to_np(x: mx.array) -> np.ndarray:
+    """MLX array -> numpy (float arrays via float32: exact for f16/bf16); works on any device."""
+    if x.dtype in DTYPES:
+        return np.array(x.astype(mx.float32))
+    return np.array(x)
+
+
+@dataclass
+class Case:
+    """One generated attention call. `k`/`v` may be non-contiguous slices of bigger buffers."""
+
+    q: mx.array
+    k: object  # mx.array, or a (codes, scales, biases) triple for quantized cases
+    v: object
+    mask: object = None  # None, "causal", or an mx.array (bool / float additive)
+    key_ranges: Optional[mx.array] = None
+    scale: Optional[float] = None
+    dtype: object = mx.float32
+    layered: bool = False
+    mask_kind: str = "none"
+    bits: Optional[int] = None
+    group_size: Optional[int] = None
+    k_float: Optional[mx.array] = None  # the float K/V a quantized case was made from
+    v_float: Optional[mx.array] = None
+    seed: int = 0
+    info: dict = field(default_factory=dict)
+
+    @property
+    def dims(self):
+        """(NL, B, H_q, H_kv, L, S, D)."""
+        shp = self.q.shape if self.layered else (1,) + tuple(self.q.shape)
+        NL, B, H_q, L, D = shp
+        kk = self.k[0] if isinstance(self.k, tuple) else self.k
+        return NL, B, H_q, kk.shape[-3], L, kk.shape[-2], D
+
+    @property
+    def dtype_name(self):
+        return DTYPE_NAMES[self.dtype]
+
+    def kwargs(self):
+        kw = dict(scale=self.scale, mask=self.mask, key_ranges=self.key_ranges)
+        if self.bits is not None:
+            kw.update(bits=self.bits, group_size=self.group_size)
+        return kw
+
+    def np_mask(self):
+        if self.mask is None or isinstance(self.mask, str):
+            return self.mask
+        if self.mask.dtype == mx.bool_:
+            return np.array(self.mask)
+        return to_np(self.mask)
+
+    def np_key_ranges(self):
+        return None if self.key_ranges is None else np.array(self.key_ranges)
+
+    def __repr__(self):
+        NL, B, H_q, H_kv, L, S, D = self.dims
+        mshape = None if self.mask is None or isinstance(self.mask, str) else tuple(self.mask.shape)
+        return (
+            f"Case(NL={NL if self.layered else '-'}, B={B}, H_q={H_q}, H_kv={H_kv}, L={L}, S={S}, "
+            f"D={D}, dtype={self.dtype_name}, mask={self.mask_kind}{mshape or ''}, "
+            f"key_ranges={None if self.key_ranges is None else self.key_ranges.tolist()}, "
+            f"scale={self.scale}, bits={self.bits}, group_size={self.group_size}, seed={self.seed}, "
+            f"{self.info})"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# building blocks
+
+
+@st.composite
+def shapes(draw, *, layered=None, max_B=3, max_NL=3, head_dims=HEAD_DIMS, S=None, L=None):
+    """dict(NL, B, H_q, H_kv, L, S, D, layered). GQA ratio G in {1,2,4,8}; H_kv=1 gives G=H_q."""
+    lay = draw(st.booleans()) if layered is None else layered
+    NL = draw(st.integers(1, max_NL)) if lay else 1
+    B = draw(st.integers(1, max_B))
+    H_kv = draw(st.sampled_from((1, 2, 4)))
+    G = draw(st.sampled_from((1, 2, 4, 8)))
+    Lq = draw(st.integers(1, 8)) if L is None else L
+    S_ = draw(seq_lens()) if S is None else S
+    D = draw(st.sampled_from(head_dims))
+    # keep the work modest: shrink D, then heads, when the product is large
+    budget = 1 << 22 if wide() else 1 << 20
+    while NL * B * H_kv * G * max(Lq, 1) * S_ * D > budget and D > 64 and 64 in head_dims:
+        D = 64
+    while NL * B * H_kv * G * max(Lq, 1) * S_ * D > budget and (G > 1 or H_kv > 1 or B > 1 or NL > 1):
+        if G > 1:
+            G //= 2
+        elif H_kv > 1:
+            H_kv //= 2
+        elif B > 1:
+            B -= 1
+        else:
+            NL -= 1
+    return dict(NL=NL, B=B, H_q=H_kv * G, H_kv=H_kv, L=Lq, S=S_, D=D, layered=lay)
+
+
+def mask_shapes(d, layered):
+    """Array-mask shapes that broadcast to (NL,) B, H_q, L, S."""
+    NL, B, H_q, L, S = d["NL"], d["B"], d["H_q"], d["L"], d["S"]
+    opts = [(L, S), (B, 1, L, S), (1, 1, 1, S), (B, H_q, L, S), (1, H_q, 1, S), (S,), (B, 1, 1, S)]
+    if layered:
+        opts += [(NL, B, H_q, L, S), (NL, 1, 1, L, S)]
+    return opts
+
+
+@st.composite
+def masks(draw, d, rng, *, kinds=MASK_KINDS, layered=False):
+    """(mask, kind, info) for the shape dict d; masks may hide whole rows."""
+    kind = draw(st.sampled_from(kinds))
+    if kind == "none":
+        return None, kind, {}
+    if kind == "causal":
+        return "causal", kind, {}
+    shape = draw(st.sampled_from(mask_shapes(d, layered)))
+    p_attend = draw(st.sampled_from((0.9, 0.5, 0.1, 1.0)))
+    vis = rng.random(shape) < p_attend
+    info = {"mask_shape": shape, "p": p_attend}
+    if len(shape) >= 2 and draw(st.booleans()):  # hide some whole rows
+        rows = vis.reshape(-1, shape[-1])
+        rows[rng.integers(0, rows.shape[0], size=max(1, rows.shape[0] // 3))] = False
+        info["hidden_rows"] = True
+    if kind == "bool":
+        return mx.array(vis), kind, info
+    mdtype = draw(st.sampled_from((d["dtype"], mx.float32)))
+    finite = draw(st.sampled_from(("zero", "small", "wide")))
+    vals = {
+        "zero": np.zeros(shape),
+        "small": rng.uniform(-3.0, 1.0, size=shape),
+        "wide": rng.uniform(-60.0, 8.0, size=shape),
+    }[finite]
+    add = np.where(vis, vals, -np.inf)
+    info["additive"] = finite
+    return to_mx(add, mdtype), kind, info
+
+
+@st.composite
+def key_ranges_for(draw, B, S, rng):
+    """(B, 2) int32 of (start, length); length 0 (nothing visible) is possible."""
+    style = draw(st.sampled_from(("full", "random", "prefix", "empty_one")))
+    if style == "full":
+        kr = np.tile([0, S], (B, 1))
+    else:
+        start = rng.integers(0, S + 1, size=B)
+        if style == "prefix":
+            start[:] = 0
+        length = np.array([rng.integers(0, S - s + 1) for s in start])
+        if style == "empty_one":
+            length[rng.integers(0, B)] = 0
+        kr = np.stack([start, length], axis=1)
+    dtype = draw(st.sampled_from((mx.int32, mx.int64)))
+    return mx.array(kr.astype(np.int64)).astype(dtype)
+
+
+def kv_layout(x: np.ndarray, dtype, noncontig: bool, rng) -> mx.array:
+    """x as an MLX array, or as buf[..., :S, :] of a longer preallocated buffer (KVCache-style)."""
+    if not noncontig:
+        return to_mx(x, dtype)
+    S = x.shape[-2]
+    cap = ((S + 255) // 256) * 256 + 256  # mlx_lm's KVCache grows in steps of 256
+    buf = rng.standard_normal(x.shape[:-2] + (cap, x.shape[-1])).astype(np.float32) * 7
+    buf[..., :S, :] = x
+    return to_mx(buf, dtype)[..., :S, :]
+
+
+def _values(rng, shape, style):
+    if style == "normal":
+        return rng.standard_normal(shape)
+    if style == "offset":  # a large common offset: cancellation-free but big |v|
+        return rng.standard_normal(shape) + 8.0
+    return rng.uniform(-1.0, 1.0, shape) * 100.0  # "wide"
+
+
+@st.composite
+def attention_cases(
+    draw,
+    *,
+    layered=None,
+    dtypes=DTYPES,
+    mask_kinds=MASK_KINDS,
+    allow_key_ranges=True,
+    allow_noncontig=True,
+    max_B=3,
+    max_NL=3,
+    head_dims=HEAD_DIMS,
+    S=None,
+    L=None,
+):
+    """A plain decode_attention call (4-D or 5-D) with every knob drawn."""
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    d = draw(shapes(layered=layered, max_B=max_B, max_NL=max_NL, head_dims=head_dims, S=S, L=L))
+    dtype = draw(st.sampled_from(dtypes))
+    d["dtype"] = dtype
+    lay = d["layered"]
+    lead = (d["NL"], d["B"]) if lay else (d["B"],)
+    qsig = draw(st.sampled_from((1.0, 0.3, 3.0)))
+    vstyle = draw(st.sampled_from(("normal", "offset", "wide")))
+    q = to_mx(rng.standard_normal(lead + (d["H_q"], d["L"], d["D"])) * qsig, dtype)
+    kn = rng.standard_normal(lead + (d["H_kv"], d["S"], d["D"]))
+    vn = _values(rng, lead + (d["H_kv"], d["S"], d["D"]), vstyle)
+    noncontig = allow_noncontig and draw(st.booleans())
+    k = kv_layout(kn, dtype, noncontig, rng)
+    v = kv_layout(vn, dtype, noncontig, rng)
+    mask, kind, info = draw(masks(d, rng, kinds=mask_kinds, layered=lay))
+    kr = None
+    if allow_key_ranges and draw(st.integers(0, 3)) == 0:
+        kr = draw(key_ranges_for(d["B"], d["S"], rng))
+    scale = draw(st.sampled_from((None, None, 0.5, 1.0 / 3.0, 2)))
+    info.update(noncontig=noncontig, v=vstyle, qsig=qsig)
+    return Case(q, k, v, mask, kr, scale, dtype, lay, kind, seed=seed, info=info)
+
+
+@st.composite
+def quant_params(draw, head_dims=HEAD_DIMS):
+    """(bits, group_size, D) with group_size dividing D."""
+    bits = draw(st.sampled_from(BITS))
+    gs = draw(st.sampled_from(GROUP_SIZES))
+    D = draw(st.sampled_from([D for D in head_dims if D % gs == 0]))
+    return bits, gs, D
+
+
+@st.composite
+def quantized_cases(draw, *, layered=None, dtypes=DTYPES, mask_kinds=MASK_KINDS, allow_key_ranges=True, S=None, L=None):
+    """A quantized_decode_attention call; K/V quantized with mx.quantize from float K/V."""
+    bits, gs, D = draw(quant_params())
+    case = draw(
+        attention_cases(
+            layered=layered, dtypes=dtypes, mask_kinds=mask_kinds, allow_key_ranges=allow_key_ranges,
+            head_dims=(D,), allow_noncontig=False, S=S, L=L,
+        )
+    )
+    kq = tuple(mx.quantize(case.k, group_size=gs, bits=bits))
+    vq = tuple(mx.quantize(case.v, group_size=gs, bits=bits))
+    return replace(case, k=kq, v=vq, bits=bits, group_size=gs, k_float=case.k, v_float=case.v)
+
+
+@st.composite
+def quantizable_arrays(draw):
+    """(x, bits, group_size): a float array whose last axis group_size divides."""
+    bits, gs, D = draw(quant_params())
+    dtype = draw(st.sampled_from(DTYPES))
+    lead = tuple(draw(st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    style = draw(st.sampled_from(("normal", "offset", "wide", "const")))
+    if style == "const":
+        x = np.full(lead + (D,), float(rng.standard_normal()))
+    else:
+        x = _values(rng, lead + (D,), style)
+    return to_mx(x, dtype), bits, gs
+
+
+# --------------------------------------------------------------------------------------------
+# helpers shared by the property tests (not strategies, but they belong with the Case type)
+
+
+def run_case(case: Case, backend, **override):
+    """Call the package on `case` (quantized entry point when case.bits is set)."""
+    import fusedattend as fa
+
+    kw = case.kwargs()
+    q = override.pop("q", case.q)
+    k = override.pop("k", case.k)
+    v = override.pop("v", case.v)
+    kw.update(override)
+    if case.bits is not None:
+        return fa.quantized_decode_attention(q, k, v, backend=backend, **kw)
+    return fa.decode_attention(q, k, v, backend=backend, **kw)
+
+
+def np_kv(case: Case):
+    """float64-exact numpy K and V (dequantized in float64 for quantized cases)."""
+    from tests import oracle
+
+    if case.bits is None:
+        return to_np(case.k), to_np(case.v)
+    deq = [
+        oracle.dequantize(*(np.array(a.astype(mx.float32)) if a.dtype != mx.uint32 else np.array(a) for a in t),
+                          bits=case.bits, group_size=case.group_size)
+        for t in (case.k, case.v)
+    ]
+    return deq[0], deq[1]
+
+
+_SAME = object()
+
+
+def oracle_of(case: Case, *, mask=_SAME, key_ranges=_SAME):
+    """(out, stats) of tests/oracle.py on the case's exact (rounded) inputs."""
+    from tests import oracle
+
+    k, v = np_kv(case)
+    return oracle.attention(
+        to_np(case.q), k, v, scale=case.scale,
+        mask=case.np_mask() if mask is _SAME else mask,
+        key_ranges=case.np_key_ranges() if key_ranges is _SAME else key_ranges,
+        stats=True,
+    )

@@ -1,0 +1,142 @@
+"""Mask semantics.
+
+* "causal" equals the explicit lower-right-aligned boolean mask (j <= S_end - L + i, S_end = S
+  or the key range's end). Within the parity tolerance, not bit for bit: a kernel may size its
+  split over S from the causal bound, which legitimately changes the float32 summation order.
+* A boolean mask equals the additive mask 0 / -inf with the same pattern, BIT FOR BIT. Argument:
+  adding +0.0 to a float32 score is exact (s + 0 == s, and -0 + 0 = +0 changes no exp), and both
+  kinds hide the same keys, so every float32 operation sees identical operands in the same
+  order. A kernel that reaches a different bit pattern runs different arithmetic per mask kind,
+  which this property rejects on purpose.
+* A row that sees no key gives exact zeros (not the mean of V as MLX's SDPA, not NaN).
+* Keys hidden from every query row of their kv head (by the mask, by causality or by
+  key_ranges) may hold NaN, Inf or 1e30 garbage in K and in V: the output is bit-identical to
+  the call with clean values there.
+"""
+
+import mlx.core as mx
+import numpy as np
+from hypothesis import given, target
+from hypothesis import strategies as st
+
+from tests import oracle
+from tests.property.strategies import (
+    attention_cases,
+    oracle_of,
+    quantized_cases,
+    run_case,
+    to_mx,
+    to_np,
+)
+
+
+def _explicit_visibility(case):
+    """(B,H_q,L,S) or (NL,B,H_q,L,S) boolean array of the case's visibility (mask+ranges)."""
+    vis = oracle.visibility(tuple(case.dims[:3]) + (case.dims[4], case.dims[6]), case.dims[5], case.np_mask(), case.np_key_ranges())
+    return vis if case.layered else vis[0]
+
+
+@given(case=attention_cases(mask_kinds=("causal",)))
+def test_causal_equals_explicit_lower_right_bool(case, backend):
+    NL, B, H_q, H_kv, L, S, D = case.dims
+    if case.key_ranges is None:
+        i = np.arange(L)[:, None]
+        j = np.arange(S)[None, :]
+        explicit = mx.array(j <= S - L + i)  # (L, S), independent of the oracle
+    else:
+        kr = np.array(case.key_ranges).astype(np.int64)
+        end = (kr[:, 0] + kr[:, 1])[:, None, None, None]
+        explicit = mx.array(np.arange(S) <= end - L + np.arange(L)[:, None])  # (B,1,L,S)
+    a = run_case(case, backend)
+    b = run_case(case, backend, mask=explicit)
+    expected, stats = oracle_of(case)
+    tol = 2 * oracle.parity_tolerance(expected, stats, case.dtype_name, D)
+    ratio, err = oracle.compare(to_np(a), to_np(b).astype(np.float64), tol)
+    target(min(ratio, 1e6))
+    assert ratio <= 1.0, f"causal vs explicit mask differ by {err:.3g}: {case}"
+
+
+@given(case=attention_cases(mask_kinds=("bool",)))
+def test_bool_equals_additive_zero_neg_inf(case, backend):
+    vis = np.array(case.mask)
+    for adt in {case.dtype, mx.float32}:
+        additive = to_mx(np.where(vis, 0.0, -np.inf), adt)
+        a = run_case(case, backend)
+        b = run_case(case, backend, mask=additive)
+        assert mx.array_equal(a, b), f"bool vs additive({adt}) mask differ: {case}"
+
+
+@given(case=attention_cases(mask_kinds=("bool", "additive", "causal")), which=st.integers(0, 2**31))
+def test_fully_masked_rows_are_exact_zeros(case, backend, which):
+    NL, B, H_q, H_kv, L, S, D = case.dims
+    vis = _explicit_visibility(case).copy()
+    # hide one more (layer, request, head, row) entirely, on top of what the case hides
+    flat = vis.reshape(-1, L, S)
+    flat[which % flat.shape[0], which % L, :] = False
+    if case.mask_kind == "additive":
+        add = to_np(case.mask)
+        add = np.broadcast_to(add.reshape((1,) * (vis.ndim - add.ndim) + add.shape), vis.shape)
+        mask = to_mx(np.where(vis, add, -np.inf), case.mask.dtype)
+    else:
+        mask = mx.array(vis)
+    out = to_np(run_case(case, backend, mask=mask))
+    hidden_rows = ~vis.any(axis=-1)
+    assert hidden_rows.any()
+    got = out[hidden_rows]
+    assert np.all(got == 0.0), f"fully masked rows are not exact zeros: {got[got != 0][:5]} {case}"
+    # and every other row is still right
+    expected, stats = oracle_of(case, mask=np.array(mask) if mask.dtype == mx.bool_ else to_np(mask))
+    tol = oracle.parity_tolerance(expected, stats, case.dtype_name, D)
+    ratio, err = oracle.compare(out, expected, tol)
+    assert ratio <= 1.0, case
+
+
+def _garbage(case, kv, hidden, rng, values):
+    """kv with `values` (cycled) written where hidden (NL,B,H_kv,S) is True; same layout."""
+    arr = to_np(kv)
+    lay = arr if case.layered else arr[None]
+    g = rng.choice(values, size=lay.shape)
+    lay = np.where(hidden[..., None], g, lay)
+    arr = lay if case.layered else lay[0]
+    return to_mx(arr, kv.dtype)
+
+
+@given(
+    case=attention_cases(mask_kinds=("bool", "additive", "causal", "none")),
+    seed=st.integers(0, 2**32 - 1),
+    garbage=st.sampled_from(([np.nan], [np.inf, -np.inf], [1e30, -1e30], [np.nan, np.inf, 1e30, -1e30])),
+)
+def test_hidden_keys_may_hold_garbage(case, backend, seed, garbage):
+    NL, B, H_q, H_kv, L, S, D = case.dims
+    vis = oracle.visibility((NL, B, H_q, L, D), S, case.np_mask(), case.np_key_ranges())
+    G = H_q // H_kv
+    hidden = ~vis.reshape(NL, B, H_kv, G * L, S).any(axis=-2)  # hidden from every row of the kv head
+    rng = np.random.default_rng(seed)
+    k = _garbage(case, case.k, hidden, rng, garbage)
+    v = _garbage(case, case.v, hidden, rng, garbage)
+    clean = run_case(case, backend)
+    dirty = run_case(case, backend, k=k, v=v)
+    assert mx.array_equal(clean, dirty), (
+        f"garbage {garbage} in {int(hidden.sum())} hidden keys changed the output: {case}"
+    )
+
+
+@given(
+    case=quantized_cases(mask_kinds=("bool", "additive", "causal")),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_quantized_hidden_keys_may_hold_garbage(case, backend, seed):
+    """Garbage scales/biases (NaN, Inf) of hidden keys must not leak either."""
+    NL, B, H_q, H_kv, L, S, D = case.dims
+    vis = oracle.visibility((NL, B, H_q, L, D), S, case.np_mask(), case.np_key_ranges())
+    hidden = ~vis.reshape(NL, B, H_kv, (H_q // H_kv) * L, S).any(axis=-2)
+    rng = np.random.default_rng(seed)
+
+    def dirty(t):
+        codes, scales, biases = t
+        return (codes, _garbage(case, scales, hidden, rng, [np.nan, np.inf]),
+                _garbage(case, biases, hidden, rng, [np.nan, -np.inf, 1e30]))
+
+    clean = run_case(case, backend)
+    out = run_case(case, backend, k=dirty(case.k), v=dirty(case.v))
+    assert mx.array_equal(clean, out), case
