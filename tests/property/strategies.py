@@ -360,3 +360,347 @@ def oracle_of(case: Case, *, mask=_SAME, key_ranges=_SAME):
         key_ranges=case.np_key_ranges() if key_ranges is _SAME else key_ranges,
         stats=True,
     )
+
+
+# --------------------------------------------------------------------------------------------
+# invalid calls
+
+
+@dataclass
+class InvalidCall:
+    """One call that must raise `exc` with a message matching `names` (the argument's name)."""
+
+    what: str
+    fn: str  # "decode_attention", "quantized_decode_attention", "quantize_kv", "dequantize_kv"
+    args: tuple
+    kwargs: dict
+    exc: tuple
+    names: str  # regex the message must match
+
+    def __repr__(self):
+        def sh(a):
+            if isinstance(a, mx.array):
+                return f"array{tuple(a.shape)}:{a.dtype}"
+            if isinstance(a, tuple):
+                return "(" + ", ".join(sh(x) for x in a) + ")"
+            return repr(a)
+        return (f"InvalidCall({self.what}: {self.fn}({', '.join(sh(a) for a in self.args)}, "
+                f"{ {k: sh(v) for k, v in self.kwargs.items()} }) -> {[e.__name__ for e in self.exc]} /{self.names}/)")
+
+
+PLAIN_CORRUPTIONS = (
+    "q_ndim", "k_ndim", "v_ndim", "k_batch", "v_batch", "k_layers", "v_layers", "heads_not_multiple",
+    "kv_heads_differ", "kv_S_differ", "k_D", "v_D", "unsupported_D", "L0", "S0", "mask_no_broadcast",
+    "mask_int", "mask_string", "mask_list", "mask_ndim6", "mixed_dtype", "int_queries", "np_queries",
+    "list_keys", "np_values", "kr_shape", "kr_rows", "kr_negative", "kr_past_end", "kr_float", "kr_list",
+    "scale_str", "scale_bool", "scale_list", "scale_nan", "backend_unknown", "backend_type",
+    "backend_unavailable",
+)
+QUANT_CORRUPTIONS = (
+    "bits_refused", "bits_other", "bits_type", "gs_other", "gs_type", "codes_for_other_bits",
+    "scales_for_other_gs", "gs_not_dividing_D", "keys_not_triple", "codes_dtype", "scales_int",
+    "scales_biases_differ", "q_values_batch", "q_S_differ", "q_heads_not_multiple",
+)
+QKV_CORRUPTIONS = ("qkv_bits", "qkv_gs", "qkv_type", "qkv_int", "qkv_1d", "qkv_indivisible", "qkv_gs_type")
+DQKV_CORRUPTIONS = ("dq_bits", "dq_codes_dtype", "dq_sb_shapes", "dq_lead_axes", "dq_last_axis", "dq_type")
+
+
+def _valid_base(draw, rng, layered):
+    B = draw(st.integers(1, 2))
+    NL = draw(st.integers(1, 2))
+    H_kv = draw(st.sampled_from((1, 2)))
+    G = draw(st.sampled_from((1, 2, 4)))
+    L = draw(st.integers(1, 3))
+    S = draw(st.integers(1, 9))
+    D = draw(st.sampled_from((32, 64, 128)))
+    dtype = draw(st.sampled_from(DTYPES))
+    lead = (NL, B) if layered else (B,)
+    q = to_mx(rng.standard_normal(lead + (H_kv * G, L, D)), dtype)
+    k = to_mx(rng.standard_normal(lead + (H_kv, S, D)), dtype)
+    v = to_mx(rng.standard_normal(lead + (H_kv, S, D)), dtype)
+    return dict(B=B, NL=NL, H_kv=H_kv, H_q=H_kv * G, L=L, S=S, D=D, dtype=dtype, lead=lead), q, k, v
+
+
+def _resize(x, axis, n, rng):
+    shape = list(x.shape)
+    shape[axis] = n
+    return to_mx(rng.standard_normal(shape), x.dtype)
+
+
+FAMILIES = {"plain": PLAIN_CORRUPTIONS, "quant": QUANT_CORRUPTIONS, "qkv": QKV_CORRUPTIONS, "dqkv": DQKV_CORRUPTIONS}
+
+
+@st.composite
+def invalid_calls(draw, kind=None):
+    """A call with exactly one invalid argument, and what it must raise. `kind` forces one
+    corruption kind (see the *_CORRUPTIONS tuples)."""
+    import fusedattend as fa
+
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    if kind is None:
+        family = draw(st.sampled_from(tuple(FAMILIES)))
+    else:
+        family = next(f for f, kinds in FAMILIES.items() if kind in kinds)
+
+    def pick(kinds):
+        return kind if kind is not None else draw(st.sampled_from(kinds))
+
+    layered = draw(st.booleans())
+    d, q, k, v = _valid_base(draw, rng, layered)
+    VE, TE = (ValueError,), (TypeError,)
+    nd = q.ndim
+    kw = {}
+
+    if family == "plain":
+        what = pick(PLAIN_CORRUPTIONS)
+        exc, names = VE, None
+        if what == "q_ndim":
+            q = q.reshape((1,) * (6 - nd) + tuple(q.shape)) if draw(st.booleans()) else q[0]
+            names = "queries"
+        elif what in ("k_ndim", "v_ndim"):
+            x = k if what == "k_ndim" else v
+            x = x[0] if draw(st.booleans()) else mx.expand_dims(x, 0)
+            k, v = (x, v) if what == "k_ndim" else (k, x)
+            names = "keys" if what == "k_ndim" else "values"
+        elif what in ("k_batch", "v_batch"):
+            ax = nd - 4
+            if what == "k_batch":
+                k = _resize(k, ax, d["B"] + 1, rng)
+            else:
+                v = _resize(v, ax, d["B"] + 1, rng)
+            names = "keys" if what == "k_batch" else "values"
+        elif what in ("k_layers", "v_layers"):
+            if not layered:
+                q, k, v = mx.expand_dims(q, 0), mx.expand_dims(k, 0), mx.expand_dims(v, 0)
+            if what == "k_layers":
+                k = mx.concatenate([k, k], axis=0)
+            else:
+                v = mx.concatenate([v, v], axis=0)
+            names = "keys" if what == "k_layers" else "values"
+        elif what == "heads_not_multiple":
+            H = d["H_q"] + 1 if d["H_q"] > 1 else 2  # H_q % H != 0
+            k, v = _resize(k, nd - 3, H, rng), _resize(v, nd - 3, H, rng)
+            names = "keys"
+        elif what == "kv_heads_differ":
+            if d["H_q"] == 1:
+                q = _resize(q, nd - 3, 2, rng)
+            H_q = q.shape[nd - 3]
+            other = 1 if k.shape[nd - 3] != 1 else H_q
+            v = _resize(v, nd - 3, other, rng)
+            names = "keys|values"
+        elif what == "kv_S_differ":
+            v = _resize(v, nd - 2, d["S"] + 1, rng)
+            names = "keys|values"
+        elif what == "k_D":
+            k = _resize(k, nd - 1, d["D"] // 2, rng)
+            names = "keys"
+        elif what == "v_D":
+            v = _resize(v, nd - 1, d["D"] * 2, rng)
+            names = "values"
+        elif what == "unsupported_D":
+            D = draw(st.sampled_from((4, 12, 100, 264, 512, 0)))
+            q, k, v = (_resize(x, nd - 1, D, rng) for x in (q, k, v))
+            names = r"\bD\b|queries"
+        elif what == "L0":
+            q = q[..., :0, :]
+            names = "queries|L"
+        elif what == "S0":
+            k, v = k[..., :0, :], v[..., :0, :]
+            names = "keys"
+        elif what == "mask_no_broadcast":
+            bad = draw(st.sampled_from(("S+1", "L+1", "B+1")))
+            L, S, B = d["L"], d["S"], d["B"]
+            shape = {"S+1": (L, S + 1), "L+1": (L + 1, S), "B+1": (B + 1, 1, L, S)}[bad]
+            kw["mask"] = mx.array(rng.random(shape) < 0.5)
+            names = "mask"
+        elif what == "mask_int":
+            kw["mask"] = mx.array(rng.integers(0, 2, (d["L"], d["S"]))).astype(
+                draw(st.sampled_from((mx.int32, mx.uint8, mx.int64)))
+            )
+            exc, names = TE, "mask"
+        elif what == "mask_string":
+            kw["mask"] = draw(st.sampled_from(("Causal", "causal ", "none", "", "bool", "upper")))
+            names = "mask"
+        elif what == "mask_list":
+            kw["mask"] = [[True] * d["S"]] * d["L"]
+            exc, names = TE, "mask"
+        elif what == "mask_ndim6":
+            kw["mask"] = mx.ones((1, 1, 1, 1, d["L"], d["S"]), dtype=mx.bool_)
+            names = "mask"
+        elif what == "mixed_dtype":
+            others = [t for t in DTYPES if t != d["dtype"]]
+            which = draw(st.sampled_from(("k", "v", "kv")))
+            t = draw(st.sampled_from(others))
+            if "k" in which:
+                k = k.astype(t)
+            if "v" in which:
+                v = v.astype(t)
+            exc, names = TE, "keys|values"
+        elif what == "int_queries":
+            q = q.astype(mx.int32)
+            exc, names = TE, "queries"
+        elif what == "np_queries":
+            q = to_np(q)
+            exc, names = TE, "queries"
+        elif what == "list_keys":
+            k = to_np(k).tolist()
+            exc, names = TE, "keys"
+        elif what == "np_values":
+            v = to_np(v)
+            exc, names = TE, "values"
+        elif what.startswith("kr_"):
+            B, S = d["B"], d["S"]
+            good = np.tile([0, S], (B, 1))
+            if what == "kr_shape":
+                kw["key_ranges"] = mx.array(np.zeros((B, 3), dtype=np.int32))
+            elif what == "kr_rows":
+                kw["key_ranges"] = mx.array(np.tile([0, S], (B + 1, 1)).astype(np.int32))
+            elif what == "kr_negative":
+                bad = good.copy()
+                bad[rng.integers(0, B), draw(st.integers(0, 1))] = -draw(st.integers(1, 5))
+                kw["key_ranges"] = mx.array(bad.astype(np.int32))
+            elif what == "kr_past_end":
+                bad = good.copy()
+                bad[rng.integers(0, B)] = [draw(st.integers(0, S)), S + 1]
+                kw["key_ranges"] = mx.array(bad.astype(np.int32))
+            elif what == "kr_float":
+                kw["key_ranges"] = mx.array(good.astype(np.float32))
+                exc = TE
+            else:
+                kw["key_ranges"] = good.tolist()
+                exc = TE
+            names = "key_ranges"
+        elif what.startswith("scale_"):
+            kw["scale"] = {"scale_str": "0.125", "scale_bool": True, "scale_list": [0.5],
+                           "scale_nan": draw(st.sampled_from((float("nan"), float("inf"), -float("inf"))))}[what]
+            exc = VE if what == "scale_nan" else TE
+            names = "scale"
+        elif what == "backend_unknown":
+            kw["backend"] = draw(st.sampled_from(("nope", "gpu", "Reference", "", "mps", "cuda0")))
+            names = "backend"
+        elif what == "backend_type":
+            kw["backend"] = draw(st.sampled_from((0, 1.5, ["reference"], b"reference")))
+            exc, names = TE, "backend"
+        elif what == "backend_unavailable":
+            missing = [n for n in fa.BACKENDS if n not in fa.available_backends()]
+            kw["backend"] = draw(st.sampled_from(missing)) if missing else "definitely-not-a-backend"
+            names = "backend"
+        return InvalidCall(what, "decode_attention", (q, k, v), kw, exc, names)
+
+    if family == "quant":
+        bits, gs, D = draw(quant_params(head_dims=(64, 128)))
+        if D != d["D"]:
+            q, k, v = (_resize(x, nd - 1, D, rng) for x in (q, k, v))
+        kq = tuple(mx.quantize(k, group_size=gs, bits=bits))
+        vq = tuple(mx.quantize(v, group_size=gs, bits=bits))
+        kw = dict(bits=bits, group_size=gs)
+        what = pick(QUANT_CORRUPTIONS)
+        exc, names = VE, None
+        if what == "bits_refused":
+            kw["bits"] = draw(st.sampled_from((3, 5, 6)))
+            names = "bits"
+        elif what == "bits_other":
+            kw["bits"] = draw(st.sampled_from((1, 7, 16, 0, -4, 32)))
+            names = "bits"
+        elif what == "bits_type":
+            kw["bits"] = draw(st.sampled_from((4.0, "4", None, True)))
+            exc, names = TE, "bits"
+        elif what == "gs_other":
+            kw["group_size"] = draw(st.sampled_from((16, 256, 48, 0, -64, 1)))
+            names = "group_size"
+        elif what == "gs_type":
+            kw["group_size"] = draw(st.sampled_from((64.0, "64", None)))
+            exc, names = TE, "group_size"
+        elif what == "codes_for_other_bits":
+            kw["bits"] = draw(st.sampled_from([b for b in BITS if b != bits]))
+            names = "keys|values|bits"
+        elif what == "scales_for_other_gs":
+            other = [g for g in GROUP_SIZES if g != gs and D % g == 0]
+            if not other:
+                other = [32]
+            kw["group_size"] = draw(st.sampled_from(other))
+            names = "keys|values|group_size"
+        elif what == "gs_not_dividing_D":
+            q, k, v = (_resize(x, nd - 1, 96, rng) for x in (q, k, v))
+            kq = tuple(mx.quantize(k, group_size=32, bits=bits))
+            vq = tuple(mx.quantize(v, group_size=32, bits=bits))
+            kw["group_size"] = 64
+            names = "group_size"
+        elif what == "keys_not_triple":
+            kq = draw(st.sampled_from(("array", "pair")))
+            kq = k if kq == "array" else (kq_ := tuple(mx.quantize(k, group_size=gs, bits=bits)))[:2]
+            exc, names = TE, "keys"
+        elif what == "codes_dtype":
+            vq = (vq[0].astype(mx.int32),) + vq[1:]
+            exc, names = TE, "values"
+        elif what == "scales_int":
+            kq = (kq[0], kq[1].astype(mx.int32), kq[2])
+            exc, names = TE, "keys"
+        elif what == "scales_biases_differ":
+            kq = (kq[0], kq[1], mx.concatenate([kq[2], kq[2]], axis=-2))
+            names = "keys"
+        elif what == "q_values_batch":
+            vq = tuple(mx.concatenate([a, a], axis=nd - 4) for a in vq)
+            names = "values"
+        elif what == "q_S_differ":
+            vq = tuple(mx.concatenate([a, a[..., :1, :]], axis=nd - 2) for a in vq)
+            names = "keys|values"
+        elif what == "q_heads_not_multiple":
+            H = d["H_q"] + 1 if d["H_q"] > 1 else 2
+            k2 = _resize(k, nd - 3, H, rng)
+            kq = vq = tuple(mx.quantize(k2, group_size=gs, bits=bits))
+            names = "keys"
+        return InvalidCall(what, "quantized_decode_attention", (q, kq, vq), kw, exc, names)
+
+    if family == "qkv":
+        what = pick(QKV_CORRUPTIONS)
+        x = k
+        kw = dict(bits=4, group_size=32)
+        exc, names = VE, None
+        if what == "qkv_bits":
+            kw["bits"] = draw(st.sampled_from((3, 5, 6, 1, 7, 16)))
+            names = "bits"
+        elif what == "qkv_gs":
+            kw["group_size"] = draw(st.sampled_from((16, 256, 0)))
+            names = "group_size"
+        elif what == "qkv_gs_type":
+            kw["group_size"] = 32.0
+            exc, names = TE, "group_size"
+        elif what == "qkv_type":
+            x = to_np(x)
+            exc, names = TE, r"\bx\b"
+        elif what == "qkv_int":
+            x = x.astype(mx.int32)
+            exc, names = TE, r"\bx\b"
+        elif what == "qkv_1d":
+            x = x.reshape(-1)[:64]
+            names = r"\bx\b"
+        else:
+            x = _resize(x, x.ndim - 1, 40, rng)
+            names = r"group_size|\bx\b"
+        return InvalidCall(what, "quantize_kv", (x,), kw, exc, names)
+
+    codes, scales, biases = mx.quantize(k, group_size=32, bits=4)
+    kw = dict(bits=4, group_size=32)
+    what = pick(DQKV_CORRUPTIONS)
+    exc, names = VE, None
+    if what == "dq_bits":
+        kw["bits"] = draw(st.sampled_from((3, 5, 6, 1, 7, 16)))
+        names = "bits"
+    elif what == "dq_codes_dtype":
+        codes = codes.astype(mx.int32)
+        exc, names = TE, "codes"
+    elif what == "dq_sb_shapes":
+        biases = mx.concatenate([biases, biases], axis=-1)
+        names = "scales|biases"
+    elif what == "dq_lead_axes":
+        codes = mx.concatenate([codes, codes], axis=-2)
+        names = "codes|scales"
+    elif what == "dq_last_axis":
+        kw["bits"] = 8
+        names = "codes|bits|group_size"
+    else:
+        scales = to_np(scales)
+        exc, names = TE, "scales"
+    return InvalidCall(what, "dequantize_kv", (codes, scales, biases), kw, exc, names)
