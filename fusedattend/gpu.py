@@ -1,0 +1,164 @@
+"""The "metal" and "cuda" backends: the kernels under metal/, compiled for the GPU at hand.
+
+Each kernel is written once, in Metal (metal/*.metal bodies, metal/decode_attention.h helpers).
+On Apple GPUs they go to mx.fast.metal_kernel as they are; on NVIDIA they go to
+mx.fast.cuda_kernel behind metal/cuda_compat.h, with Metal's thread-position variables declared
+from CUDA's at the top of the body. No kernel logic lives in this file: it picks the schedule
+and launches.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from importlib import resources
+from pathlib import Path
+
+import mlx.core as mx
+
+from ._problem import Problem
+
+SIMD_WIDTH = 32
+SIMDGROUPS = 8  # threadgroup of 256 threads: enough lanes to cover D = 256 in the merge step
+MAX_ROWS = 8  # query rows (GQA heads x positions) per threadgroup; more rows -> more tiles
+MIN_BLOCK, MAX_BLOCK = 128, 1024
+TARGET_BLOCKS = 32  # key blocks per (request, kv head) when S allows: fills 132 SMs at B = 1
+MAX_GRID_Z = 65535  # CUDA's limit on gridDim.z (the layer x request axis)
+
+KERNEL_FILES = ("decode_attention.metal", "merge_partials.metal")
+HEADER_FILES = ("decode_attention.h",)
+CUDA_COMPAT = "cuda_compat.h"
+
+# Metal passes these as kernel attributes; CUDA derives them from blockIdx/threadIdx.
+CUDA_THREAD_ATTRIBUTES = """
+const uint3 threadgroup_position_in_grid = blockIdx;
+const uint thread_index_in_threadgroup = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+const uint thread_index_in_simdgroup = thread_index_in_threadgroup % 32;
+const uint simdgroup_index_in_threadgroup = thread_index_in_threadgroup / 32;
+"""
+
+
+def kernel_dir():
+    """metal/ of a source checkout, else the installed `fusedattend.metal` package."""
+    checkout = Path(__file__).resolve().parent.parent / "metal"
+    if (checkout / KERNEL_FILES[0]).is_file():
+        return checkout
+    return resources.files("fusedattend.metal")
+
+
+def read_kernel_file(name: str) -> str:
+    return (kernel_dir() / name).read_text()
+
+
+def on_metal() -> bool:
+    return mx.metal.is_available()
+
+
+def kernel_sources(body_file: str, defines=()):
+    """(source, header) exactly as handed to mx.fast.{metal,cuda}_kernel on this platform."""
+    body = "\n" + "".join(f"#define {k} {v}\n" for k, v in defines) + read_kernel_file(body_file)
+    header = "".join(read_kernel_file(h) for h in HEADER_FILES)
+    if on_metal():
+        return body, header
+    return CUDA_THREAD_ATTRIBUTES + body, read_kernel_file(CUDA_COMPAT) + header
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(name, input_names, output_names, body_file, defines=()):
+    source, header = kernel_sources(body_file, defines)
+    make = mx.fast.metal_kernel if on_metal() else mx.fast.cuda_kernel
+    return make(
+        name=name,
+        input_names=list(input_names),
+        output_names=list(output_names),
+        source=source,
+        header=header,
+        ensure_row_contiguous=False,  # K/V are read in place through their strides
+    )
+
+
+def block_keys(S: int) -> int:
+    """Keys per split block: a function of S only (never of B or NL), a power of two.
+
+    Aims at TARGET_BLOCKS blocks per (request, kv head) so that one request fills the GPU,
+    within [MIN_BLOCK, MAX_BLOCK] so that blocks amortise their merge.
+    """
+    want = max(1, math.ceil(S / TARGET_BLOCKS))
+    return min(MAX_BLOCK, max(MIN_BLOCK, 1 << (want - 1).bit_length()))
+
+
+def _mask_inputs(problem: Problem):
+    kind = problem.mask.kind
+    mask_kind = {"none": 0, "causal": 1, "bool": 2, "additive": 3}[kind]
+    if kind in ("bool", "additive"):
+        NL, B, H_q, H_kv, L, S, D = problem.shape
+        mask = mx.broadcast_to(problem.mask.array, (NL, B, H_q, L, S))  # stride-0 view
+    else:
+        mask = mx.zeros((1, 1, 1, 1, 1), dtype=mx.bool_)  # unread placeholder
+    ranges = problem.key_ranges
+    has_ranges = ranges is not None
+    if not has_ranges:
+        ranges = mx.zeros((1, 2), dtype=mx.int32)
+    return mask, mask_kind, ranges, has_ranges
+
+
+def _attend(problem: Problem, quantized: bool) -> mx.array:
+    NL, B, H_q, H_kv, L, S, D = problem.shape
+    N = NL * B
+    if N > MAX_GRID_Z:
+        from . import reference
+
+        return (reference.quantized_decode_attention if quantized else reference.decode_attention)(problem)
+    G = H_q // H_kv
+    rows = min(G * L, MAX_ROWS)
+    tiles = math.ceil(G * L / rows)
+    block = block_keys(S)
+    NB = math.ceil(S / block)
+    threads = SIMDGROUPS * SIMD_WIDTH
+    q = mx.contiguous(problem.q).reshape(N, H_q, L, D)
+    mask, mask_kind, ranges, has_ranges = _mask_inputs(problem)
+    params = mx.array([problem.scale], dtype=mx.float32)
+    template = [
+        ("T", q.dtype), ("D", D), ("KL", 1 << (D // 8 - 1).bit_length()), ("ROWS", rows),
+        ("L", L), ("G", G), ("NSG", SIMDGROUPS), ("BLOCK", block), ("MASK_KIND", mask_kind),
+        ("HAS_RANGES", has_ranges),
+    ]
+    if quantized:
+        k, v = problem.k, problem.v
+        inputs = [q, k.codes, k.scales, k.biases, v.codes, v.scales, v.biases, mask, ranges, params]
+        names = ("q", "k_codes", "k_scales", "k_biases", "v_codes", "v_scales", "v_biases",
+                 "mask", "key_ranges", "params")
+        template += [("BITS", problem.bits), ("GROUP", problem.group_size)]
+        name = "fa_quantized_decode_attention"
+    else:
+        inputs = [q, problem.k, problem.v, mask, ranges, params]
+        names = ("q", "k", "v", "mask", "key_ranges", "params")
+        name = "fa_decode_attention"
+    decode = _kernel(name, names, ("out_partial", "stats_partial"), "decode_attention.metal",
+                     (("FA_QUANTIZED", int(quantized)),))
+    out_partial, stats_partial = decode(
+        inputs=inputs,
+        template=template,
+        grid=(NB * threads, H_kv * tiles, N),
+        threadgroup=(threads, 1, 1),
+        output_shapes=[(N, H_q, L, NB, D), (N, H_q, L, NB, 2)],
+        output_dtypes=[mx.float32, mx.float32],
+    )
+    merge = _kernel("fa_merge_partials", ("out_partial", "stats_partial"), ("out",), "merge_partials.metal")
+    (out,) = merge(
+        inputs=[out_partial, stats_partial],
+        template=[("T", q.dtype), ("D", D)],
+        grid=(N * H_q * L * D, 1, 1),
+        threadgroup=(D, 1, 1),
+        output_shapes=[(N, H_q, L, D)],
+        output_dtypes=[q.dtype],
+    )
+    return out.reshape(NL, B, H_q, L, D)
+
+
+def decode_attention(problem: Problem) -> mx.array:
+    return _attend(problem, quantized=False)
+
+
+def quantized_decode_attention(problem: Problem) -> mx.array:
+    return _attend(problem, quantized=True)

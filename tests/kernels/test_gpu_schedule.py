@@ -1,0 +1,101 @@
+"""The GPU kernels against the reference backend at the edges of their schedule.
+
+The property suite covers the semantics on every backend; these fixed cases aim at what only
+the kernels have: key-block boundaries (S = BLOCK +- 1, many blocks), row tiles (G * L above
+MAX_ROWS), lanes past D (D = 80), blocks left empty by key ranges, and strided K/V.
+Skipped unless a GPU backend is under test.
+"""
+
+import math
+
+import mlx.core as mx
+import pytest
+
+import fusedattend as fa
+from fusedattend import gpu
+
+GPU_BACKENDS = ("metal", "cuda")
+TOL = {mx.float32: 2e-5, mx.float16: 2e-3, mx.bfloat16: 1.6e-2}
+
+
+def _skip_unless_gpu(backend):
+    if backend not in GPU_BACKENDS:
+        pytest.skip("GPU kernels only")
+
+
+def _qkv(B, H_q, H_kv, L, S, D, dtype, seed, spare=0):
+    key = mx.random.key(seed)
+    kq, kk, kv = mx.random.split(key, 3)
+    q = mx.random.normal((B, H_q, L, D), key=kq).astype(dtype)
+    # K/V as slices of a longer preallocated buffer, as mlx_lm's KVCache hands them out.
+    k = mx.random.normal((B, H_kv, S + spare, D), key=kk).astype(dtype)[:, :, :S, :]
+    v = mx.random.normal((B, H_kv, S + spare, D), key=kv).astype(dtype)[:, :, :S, :]
+    return q, k, v
+
+
+def _close(out, ref, dtype):
+    err = mx.max(mx.abs(out.astype(mx.float32) - ref.astype(mx.float32))).item()
+    assert math.isfinite(err) and err <= TOL[dtype], f"max error {err} > {TOL[dtype]}"
+
+
+BLOCK_EDGES = sorted({1, 7, gpu.MIN_BLOCK - 1, gpu.MIN_BLOCK, gpu.MIN_BLOCK + 1, 1000, 4097, 9000})
+
+
+@pytest.mark.parametrize("S", BLOCK_EDGES)
+@pytest.mark.parametrize("dtype", [mx.float32, mx.float16, mx.bfloat16])
+def test_block_edges(backend, S, dtype):
+    _skip_unless_gpu(backend)
+    q, k, v = _qkv(2, 8, 2, 1, S, 128, dtype, seed=S, spare=5)
+    _close(fa.decode_attention(q, k, v, backend=backend), fa.decode_attention(q, k, v, backend="reference"), dtype)
+
+
+@pytest.mark.parametrize("H_q,H_kv,L", [(32, 1, 8), (12, 4, 3), (4, 4, 8), (8, 2, 5)])
+@pytest.mark.parametrize("D", [8, 64, 80, 96, 128, 256])
+@pytest.mark.parametrize("mask", [None, "causal", "bool", "additive"])
+def test_tiles_head_dims_masks(backend, H_q, H_kv, L, D, mask):
+    _skip_unless_gpu(backend)
+    S = 300
+    q, k, v = _qkv(2, H_q, H_kv, L, S, D, mx.float32, seed=D + L)
+    if mask == "bool":
+        mask = mx.random.bernoulli(0.7, (2, 1, L, S), key=mx.random.key(D))
+    elif mask == "additive":
+        mask = mx.where(mx.random.bernoulli(0.7, (L, S), key=mx.random.key(L)),
+                        mx.random.normal((L, S), key=mx.random.key(3)), -mx.inf)
+    _close(fa.decode_attention(q, k, v, mask=mask, backend=backend),
+           fa.decode_attention(q, k, v, mask=mask, backend="reference"), mx.float32)
+
+
+@pytest.mark.parametrize("mask", [None, "causal"])
+def test_key_ranges_leave_blocks_empty(backend, mask):
+    _skip_unless_gpu(backend)
+    S = 5000
+    q, k, v = _qkv(4, 8, 2, 2, S, 128, mx.bfloat16, seed=11)
+    ranges = mx.array([[0, 5000], [4000, 1000], [10, 3], [2500, 0]], dtype=mx.int32)
+    out = fa.decode_attention(q, k, v, mask=mask, key_ranges=ranges, backend=backend)
+    _close(out, fa.decode_attention(q, k, v, mask=mask, key_ranges=ranges, backend="reference"), mx.bfloat16)
+    assert mx.array_equal(out[3], mx.zeros_like(out[3]))
+
+
+@pytest.mark.parametrize("bits,group_size", [(2, 32), (4, 64), (8, 128), (4, 32)])
+def test_quantized_block_edges(backend, bits, group_size):
+    _skip_unless_gpu(backend)
+    q, k, v = _qkv(2, 8, 2, 1, 4097, 128, mx.bfloat16, seed=bits)
+    kq, vq = fa.quantize_kv(k, bits=bits, group_size=group_size), fa.quantize_kv(v, bits=bits, group_size=group_size)
+    kw = dict(bits=bits, group_size=group_size)
+    _close(fa.quantized_decode_attention(q, kq, vq, backend=backend, **kw),
+           fa.quantized_decode_attention(q, kq, vq, backend="reference", **kw), mx.bfloat16)
+
+
+def test_batch_and_layers_are_bit_identical_to_single_calls(backend):
+    _skip_unless_gpu(backend)
+    NL, B, S = 3, 5, 2049
+    key = mx.random.key(0)
+    q = mx.random.normal((NL, B, 8, 1, 128), key=key).astype(mx.bfloat16)
+    k = mx.random.normal((NL, B, 2, S, 128), key=mx.random.key(1)).astype(mx.bfloat16)
+    v = mx.random.normal((NL, B, 2, S, 128), key=mx.random.key(2)).astype(mx.bfloat16)
+    out = fa.decode_attention(q, k, v, mask="causal", backend=backend)
+    for layer in range(NL):
+        for b in range(B):
+            one = fa.decode_attention(q[layer, b:b + 1], k[layer, b:b + 1], v[layer, b:b + 1],
+                                      mask="causal", backend=backend)
+            assert mx.array_equal(out[layer, b:b + 1], one), (layer, b)
