@@ -1,0 +1,328 @@
+"""python -m fusedattend bench: time decode attention against its peers, in one run.
+
+    python -m fusedattend bench                                  # default CPU sweep
+    python -m fusedattend bench --B 1,8 --S 1024,4096 --formats bfloat16,q4 \
+        --json bench.json --plot bench.png
+
+For every shape (B, S) and format (a float dtype, or qN = N-bit K/V with --qdtype queries) it
+times each fusedattend backend asked for and each peer that applies:
+
+    mx.fast.sdpa       mx.fast.scaled_dot_product_attention on the float K/V
+    mlx_lm.qsdpa       mlx_lm.models.base.quantized_scaled_dot_product_attention (quantized)
+    dequant+sdpa       mx.dequantize the cache, then mx.fast.scaled_dot_product_attention
+    torch.sdpa         torch.nn.functional.scaled_dot_product_attention, when torch imports
+
+and prints µs per call, GB/s of K/V read and the ratio of each backend to each peer
+(peer time / backend time: > 1 means the backend is faster). The machine's memory-read
+bandwidth is measured in the same run (best of several numpy sums over a large array).
+
+The timing helpers here (`time_call`, `memory_read_bandwidth`, `make_case`, `implementations`)
+are the ones tests/perf uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import sys
+import time
+
+import mlx.core as mx
+import numpy as np
+
+import fusedattend as fa
+
+from .chip import chip_id
+
+FLOAT_FORMATS = {"float32": mx.float32, "bfloat16": mx.bfloat16, "float16": mx.float16}
+FUSED_BACKENDS = fa.BACKENDS
+
+
+# --- timing helpers (shared with tests/perf) ---------------------------------------------------
+
+
+def time_call(fn, repeats=5, inner=1, warmup=1, budget_s=None):
+    """Seconds per call of `fn`, one sample per repeat, each sample `inner` calls then one mx.eval.
+
+    MLX is lazy: each sample evaluates what its calls returned, so the sample times the work.
+    On a GPU, inner > 1 queues several calls per evaluation so launch latency is amortised.
+    With budget_s, repeats stop early once that much time was spent (at least one sample).
+    """
+    for _ in range(warmup):
+        mx.eval(fn())
+    samples = []
+    spent = 0.0
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        mx.eval([fn() for _ in range(inner)])
+        dt = time.perf_counter() - t0
+        samples.append(dt / inner)
+        spent += dt
+        if budget_s is not None and spent > budget_s:
+            break
+    return samples
+
+
+def memory_read_bandwidth(nbytes=512 << 20, repeats=5) -> float:
+    """Best-of-`repeats` GB/s of one numpy sum over `nbytes` of float32 (larger than any cache)."""
+    data = np.ones(nbytes // 4, np.float32)
+    best = min(_timed(data.sum) for _ in range(repeats))
+    return data.nbytes / best / 1e9
+
+
+def _timed(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def is_quantized(fmt: str) -> bool:
+    return fmt.startswith("q")
+
+
+def make_case(B, S, fmt, H_q=32, H_kv=8, D=128, L=1, qdtype=mx.bfloat16, group_size=64, seed=0):
+    """Random q/k/v (or quantized k/v) for one benchmark shape, evaluated."""
+    mx.random.seed(seed)
+    dtype = qdtype if is_quantized(fmt) else FLOAT_FORMATS[fmt]
+    q = mx.random.normal((B, H_q, L, D)).astype(dtype)
+    k = mx.random.normal((B, H_kv, S, D)).astype(dtype)
+    v = mx.random.normal((B, H_kv, S, D)).astype(dtype)
+    case = {"q": q, "scale": D**-0.5, "fmt": fmt, "B": B, "S": S}
+    if is_quantized(fmt):
+        bits = int(fmt[1:])
+        case["bits"], case["group_size"] = bits, group_size
+        case["kq"] = fa.quantize_kv(k, bits=bits, group_size=group_size)
+        case["vq"] = fa.quantize_kv(v, bits=bits, group_size=group_size)
+        case["kv_bytes"] = sum(a.nbytes for a in (*case["kq"], *case["vq"]))
+        mx.eval(q, case["kq"], case["vq"])
+        case["k"] = case["v"] = None  # the float cache is not kept: only the quantized one is read
+    else:
+        case["k"], case["v"] = k, v
+        case["kv_bytes"] = k.nbytes + v.nbytes
+        mx.eval(q, k, v)
+    return case
+
+
+def _torch_sdpa():
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return None
+    return torch, F
+
+
+def implementations(case, backends):
+    """name -> zero-argument callable returning an mx.array (or a synced torch tensor)."""
+    q, scale = case["q"], case["scale"]
+    impls = {}
+    if is_quantized(case["fmt"]):
+        kq, vq, bits, gs = case["kq"], case["vq"], case["bits"], case["group_size"]
+        for name in backends:
+            impls[name] = lambda name=name: fa.quantized_decode_attention(
+                q, kq, vq, scale=scale, bits=bits, group_size=gs, backend=name
+            )
+        try:
+            from mlx_lm.models.base import quantized_scaled_dot_product_attention as qsdpa
+        except ImportError:
+            qsdpa = None
+        if qsdpa is not None:
+            # mlx_lm scales its queries in place (`queries *= scale`): hand it a fresh array.
+            impls["mlx_lm.qsdpa"] = lambda: qsdpa(q + 0, kq, vq, scale, None, group_size=gs, bits=bits)
+
+        def dequant_sdpa():
+            k = mx.dequantize(*kq, group_size=gs, bits=bits)
+            v = mx.dequantize(*vq, group_size=gs, bits=bits)
+            return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale)
+
+        impls["dequant+sdpa"] = dequant_sdpa
+    else:
+        k, v = case["k"], case["v"]
+        for name in backends:
+            impls[name] = lambda name=name: fa.decode_attention(q, k, v, scale=scale, backend=name)
+        impls["mx.fast.sdpa"] = lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=scale)
+        torch_mods = _torch_sdpa()
+        if torch_mods is not None:
+            impls["torch.sdpa"] = _torch_impl(torch_mods, q, k, v, scale)
+    return impls
+
+
+def _torch_impl(torch_mods, q, k, v, scale):
+    torch, F = torch_mods
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    tdtype = {mx.float32: torch.float32, mx.float16: torch.float16, mx.bfloat16: torch.bfloat16}[q.dtype]
+
+    def to_torch(x):
+        return torch.from_numpy(np.asarray(x.astype(mx.float32))).to(device=device, dtype=tdtype)
+
+    tq, tk, tv = to_torch(q), to_torch(k), to_torch(v)
+
+    def run():
+        out = F.scaled_dot_product_attention(tq, tk, tv, scale=scale, enable_gqa=True)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return mx.array(0)  # time_call evaluates this; the torch work is already done
+
+    return run
+
+
+# --- the sweep ---------------------------------------------------------------------------------
+
+
+def _csv(kind):
+    return lambda text: [kind(x) for x in text.split(",") if x]
+
+
+def parse_args(argv):
+    on_gpu = mx.default_device() == mx.gpu
+    p = argparse.ArgumentParser(prog="python -m fusedattend bench", description=__doc__.split("\n")[0])
+    p.add_argument("--B", type=_csv(int), default=[1, 8], help="batch sizes (comma list)")
+    p.add_argument("--S", type=_csv(int), default=[1024, 4096, 16384], help="cache lengths")
+    p.add_argument("--formats", type=_csv(str), default=["float32", "bfloat16", "q4"],
+                   help="float32, bfloat16, float16 and/or qN (N-bit K/V: q2, q4, q8)")
+    p.add_argument("--qdtype", default="bfloat16", choices=list(FLOAT_FORMATS),
+                   help="query (and scales) dtype of the quantized formats")
+    p.add_argument("--group-size", type=int, default=64)
+    p.add_argument("--backends", type=_csv(str), default=None,
+                   help="fusedattend backends (default: all available here)")
+    p.add_argument("--no-peers", action="store_true", help="time the fusedattend backends only")
+    p.add_argument("--H-q", type=int, default=32)
+    p.add_argument("--H-kv", type=int, default=8)
+    p.add_argument("--D", type=int, default=128)
+    p.add_argument("--L", type=int, default=1)
+    p.add_argument("--repeats", type=int, default=7, help="samples per implementation (best is reported)")
+    p.add_argument("--inner", type=int, default=8 if on_gpu else 1,
+                   help="calls queued per mx.eval (amortises GPU launch latency)")
+    p.add_argument("--budget", type=float, default=3.0, help="stop repeating one timing after this many seconds")
+    p.add_argument("--json", default=None, help="write the results here")
+    p.add_argument("--plot", default=None, help="write a GB/s-vs-S plot here (needs matplotlib)")
+    args = p.parse_args(argv)
+    args.backends = args.backends or fa.available_backends()
+    for fmt in args.formats:
+        if fmt not in FLOAT_FORMATS and not (is_quantized(fmt) and fmt[1:].isdigit()):
+            p.error(f"unknown format {fmt!r}")
+    return args
+
+
+def run_sweep(args, log=print):
+    bandwidth = memory_read_bandwidth()
+    log(f"memory-read bandwidth (best numpy sum): {bandwidth:.1f} GB/s")
+    rows = []
+    for fmt in args.formats:
+        for B in args.B:
+            for S in args.S:
+                case = make_case(B, S, fmt, args.H_q, args.H_kv, args.D, args.L,
+                                 FLOAT_FORMATS[args.qdtype], args.group_size)
+                impls = implementations(case, args.backends)
+                if args.no_peers:
+                    impls = {n: f for n, f in impls.items() if n in FUSED_BACKENDS}
+                for name, fn in impls.items():
+                    log(f"  {fmt:>9} B={B:<3} S={S:<6} {name:<14}", end="", flush=True)
+                    samples = time_call(fn, args.repeats, args.inner, budget_s=args.budget)
+                    best = min(samples)
+                    row = {"format": fmt, "B": B, "S": S, "impl": name, "us": best * 1e6,
+                           "median_us": statistics.median(samples) * 1e6, "samples": len(samples),
+                           "kv_bytes": case["kv_bytes"], "gbps": case["kv_bytes"] / best / 1e9}
+                    rows.append(row)
+                    log(f" {row['us']:>11.1f} µs {row['gbps']:>7.2f} GB/s")
+                del case, impls
+    return bandwidth, rows
+
+
+def ratios(rows, backends):
+    """{(format, B, S, backend): {peer: peer_us / backend_us}} for every backend and peer."""
+    by_shape = {}
+    for r in rows:
+        by_shape.setdefault((r["format"], r["B"], r["S"]), {})[r["impl"]] = r["us"]
+    out = {}
+    for shape, times in by_shape.items():
+        for b in backends:
+            if b in times:
+                out[shape + (b,)] = {p: t / times[b] for p, t in times.items() if p != b}
+    return out
+
+
+def table(rows, backends, bandwidth) -> str:
+    rat = ratios(rows, backends)
+    lines = [f"memory-read bandwidth: {bandwidth:.1f} GB/s",
+             f"{'format':>9} {'B':>3} {'S':>6} {'impl':<14} {'µs/call':>11} {'GB/s':>7} {'%bw':>5}  ratios (peer time / this)"]
+    for r in rows:
+        key = (r["format"], r["B"], r["S"], r["impl"])
+        extra = ""
+        if key in rat:
+            extra = "  ".join(f"{p} {x:.2f}x" for p, x in rat[key].items())
+        lines.append(f"{r['format']:>9} {r['B']:>3} {r['S']:>6} {r['impl']:<14} {r['us']:>11.1f} "
+                     f"{r['gbps']:>7.2f} {100 * r['gbps'] / bandwidth:>4.0f}%  {extra}")
+    return "\n".join(lines)
+
+
+def plot(rows, bandwidth, path, title):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not importable: no plot written", file=sys.stderr)
+        return False
+    panels = sorted({(r["format"], r["B"]) for r in rows}, key=str)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False)
+    for ax, (fmt, B) in zip(axes[0], panels):
+        sel = [r for r in rows if r["format"] == fmt and r["B"] == B]
+        for impl in dict.fromkeys(r["impl"] for r in sel):
+            pts = sorted((r["S"], r["gbps"]) for r in sel if r["impl"] == impl)
+            ax.plot(*zip(*pts), marker="o", label=impl)
+        ax.axhline(bandwidth, color="k", linestyle="--", label=f"memory read {bandwidth:.1f} GB/s")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("S (keys)")
+        ax.set_ylabel("GB/s of K/V read")
+        ax.set_title(f"{fmt}, B={B}")
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return True
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    try:
+        import mlx_lm
+
+        mlx_lm_version = mlx_lm.__version__
+    except ImportError:
+        mlx_lm_version = None
+    meta = {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "chip": chip_id(),
+        "mlx": mx.__version__,
+        "mlx_lm": mlx_lm_version,
+        "device": str(mx.default_device()),
+        "command": "python -m fusedattend bench " + " ".join(argv),
+        "shape": {"H_q": args.H_q, "H_kv": args.H_kv, "D": args.D, "L": args.L,
+                  "group_size": args.group_size, "qdtype": args.qdtype},
+        "repeats": args.repeats, "inner": args.inner, "backends": args.backends,
+    }
+    print(f"fusedattend bench on {meta['chip']} (mlx {meta['mlx']}, {meta['device']}), "
+          f"backends {args.backends}")
+    bandwidth, rows = run_sweep(args)
+    meta["memory_read_gbps"] = bandwidth
+    print()
+    print(table(rows, args.backends, bandwidth))
+    if args.json:
+        rat = {"/".join(map(str, k)): v for k, v in ratios(rows, args.backends).items()}
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "results": rows, "ratios": rat}, f, indent=1)
+        print(f"wrote {args.json}")
+    if args.plot and plot(rows, bandwidth, args.plot,
+                          f"{meta['chip']}  mlx {meta['mlx']}  {meta['date']}  "
+                          f"H_q={args.H_q} H_kv={args.H_kv} D={args.D} L={args.L}"):
+        print(f"wrote {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
