@@ -1,0 +1,81 @@
+"""Decode-attention benchmarks: each fusedattend backend here, with its peers timed in the same run.
+
+Shapes: H_q=32, H_kv=8, D=128, L=1; bfloat16 and 4-bit (bfloat16 queries/scales) K/V.
+On a GPU the grid is B in {1, 8, 32} x S in {512, 2048, 8192, 32768}; on a CPU a smaller one
+(peers there take up to seconds per call). extra_info holds kv_bytes, gbps and
+ratio_<peer> = peer time / backend time (> 1: the backend is faster).
+"""
+
+import mlx.core as mx
+import pytest
+
+import fusedattend as fa
+from fusedattend import bench
+
+ON_GPU = mx.default_device() == mx.gpu
+if ON_GPU:
+    SHAPES = [(B, S) for B in (1, 8, 32) for S in (512, 2048, 8192, 32768)]
+else:
+    SHAPES = [(1, 512), (1, 2048), (1, 8192), (8, 512), (8, 2048)]
+FORMATS = ["bfloat16", "q4"]
+PEERS = ("reference", "mx.fast.sdpa", "mlx_lm.qsdpa", "dequant+sdpa", "torch.sdpa")
+ROUNDS = 5
+_cases = {}
+
+
+def _case(B, S, fmt, **shape):
+    key = (B, S, fmt, tuple(sorted(shape.items())))
+    if key not in _cases:
+        _cases.clear()  # one shape's cache at a time: the large ones are hundreds of MB
+        _cases[key] = bench.make_case(B, S, fmt, **shape)
+    return key, _cases[key]
+
+
+def _median_seconds(benchmark, fn):
+    """The benchmark's median; pytest-benchmark is disabled under xdist, so time it ourselves then."""
+    stats = getattr(benchmark, "stats", None)
+    if stats is not None and getattr(stats, "stats", None) is not None:
+        return stats.stats.median
+    return min(bench.time_call(fn, repeats=3))
+
+
+def run_benchmark(benchmark, peer_times, backend, B, S, fmt, rounds=ROUNDS, **shape):
+    key, case = _case(B, S, fmt, **shape)
+    impls = bench.implementations(case, [backend, "reference"] if backend != "reference" else [backend])
+    ours = impls.pop(backend)
+
+    def call():
+        mx.eval(ours())
+
+    benchmark.group = f"{fmt} B={B} S={S}"
+    benchmark.pedantic(call, rounds=rounds, iterations=1, warmup_rounds=1)
+    seconds = _median_seconds(benchmark, call)
+    info = benchmark.extra_info
+    info.update(backend=backend, format=fmt, B=B, S=S, kv_bytes=case["kv_bytes"],
+                gbps=case["kv_bytes"] / seconds / 1e9)
+    for peer, fn in impls.items():
+        if peer not in PEERS:
+            continue
+        if (key, peer) not in peer_times:
+            peer_times[(key, peer)] = min(bench.time_call(fn, repeats=3, budget_s=5.0))
+        info[f"ratio_{peer}"] = peer_times[(key, peer)] / seconds
+    return info
+
+
+@pytest.mark.perf
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("B,S", SHAPES, ids=[f"B{B}-S{S}" for B, S in SHAPES])
+def test_decode(benchmark, peer_times, backend, B, S, fmt):
+    # `backend` is parametrized by the root conftest: every backend here, or those given by --backend.
+    run_benchmark(benchmark, peer_times, backend, B, S, fmt)
+
+
+@pytest.mark.smoke
+@pytest.mark.parametrize("fmt", ["bfloat16", "q4"])
+def test_smoke_harness(benchmark, peer_times, fmt):
+    """A tiny shape through the whole harness (default run, with or without xdist)."""
+    backend = fa.default_backend()
+    info = run_benchmark(benchmark, peer_times, backend, 1, 64, fmt, rounds=2, H_q=4, H_kv=2, D=64)
+    assert info["kv_bytes"] > 0 and info["gbps"] > 0
+    ratios = [k for k in info if k.startswith("ratio_")]
+    assert ratios and all(info[k] > 0 for k in ratios)
