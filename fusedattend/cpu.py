@@ -294,9 +294,8 @@ def _run(problem: Problem, k_block_of, v_block_of) -> mx.array:
                     req.mask_vis = per
             requests[(l, b)] = req
             # Blocks aligned to absolute key positions, clipped to the request's key window.
+            # Keys outside [lo, hi) are never read (causal rows end at hi too).
             lo, hi = req.lo, req.hi
-            if req.causal:
-                hi = min(hi, req.hi)  # keys past the window's end are hidden from every row
             start = lo
             while start < hi:
                 end = min((start // KEY_BLOCK + 1) * KEY_BLOCK, hi)
