@@ -31,7 +31,7 @@ import numpy as np
 
 from ._problem import Problem, QuantizedKV
 
-KEY_BLOCK = 256  # keys per unit of work; a module constant, so results never depend on the batch
+KEY_BLOCK = 1024  # keys per unit of work; a module constant, so results never depend on the batch
 
 _NEG_INF = np.float32(-np.inf)
 _pool = None
