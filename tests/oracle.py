@@ -97,8 +97,8 @@ def attention(q, k, v, *, scale=None, mask=None, key_ranges=None, stats=False):
     kh = np.where(key_seen[..., None], kh, 0.0)
     vh = np.where(key_seen[..., None], vh, 0.0)
     with np.errstate(invalid="ignore", over="ignore"):
-        s = scale * np.einsum("nbhld,nbhsd->nbhls", q5, kh)
-        mag = abs(scale) * np.einsum("nbhld,nbhsd->nbhls", np.abs(q5), np.abs(kh))
+        s = scale * (q5 @ kh.swapaxes(-1, -2))
+        mag = abs(scale) * (np.abs(q5) @ np.abs(kh).swapaxes(-1, -2))
     if mask is not None and not isinstance(mask, str):
         m = np.asarray(mask)
         if m.dtype != bool:
@@ -111,7 +111,7 @@ def attention(q, k, v, *, scale=None, mask=None, key_ranges=None, stats=False):
     w = np.where(vis, np.exp(s - rowmax), 0.0)
     denom = w.sum(axis=-1, keepdims=True)
     # a row sees only its own visible keys even when another row of the head sees more
-    out = np.einsum("nbhls,nbhsd->nbhld", w, vh)
+    out = w @ vh
     out = np.where(any_vis, out / np.where(any_vis, denom, 1.0), 0.0)
     if not layered:
         out = out[0]

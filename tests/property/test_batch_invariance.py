@@ -10,7 +10,7 @@ split depends on NL or B (or on the neighbours' lengths) fails here even when it
 import mlx.core as mx
 from hypothesis import given
 
-from tests.property.strategies import attention_cases, quantized_cases, run_case
+from tests.property.strategies import examples, attention_cases, quantized_cases, run_case
 
 
 def _take(x, axis, i, size):
@@ -71,21 +71,25 @@ def _check_requests(case, backend):
         assert mx.array_equal(sl(whole, b), one), f"request {b} alone != its slice of the batch: {case}"
 
 
+@examples(5)
 @given(case=attention_cases(layered=True))
 def test_layer_call_equals_stacked_layers(case, backend):
     _check_layers(case, backend)
 
 
+@examples(5)
 @given(case=attention_cases(max_B=4))
 def test_batch_equals_per_request(case, backend):
     _check_requests(case, backend)
 
 
+@examples(5)
 @given(case=quantized_cases(layered=True))
 def test_quantized_layer_call_equals_stacked_layers(case, backend):
     _check_layers(case, backend)
 
 
+@examples(5)
 @given(case=quantized_cases())
 def test_quantized_batch_equals_per_request(case, backend):
     _check_requests(case, backend)

@@ -7,7 +7,7 @@ shared) must agree too: a kernel that reads uninitialised scratch or races fails
 import mlx.core as mx
 from hypothesis import given
 
-from tests.property.strategies import attention_cases, quantized_cases, run_case
+from tests.property.strategies import examples, attention_cases, quantized_cases, run_case
 
 
 def _copy(x):
@@ -18,6 +18,7 @@ def _copy(x):
     return x
 
 
+@examples(2)
 @given(case=attention_cases())
 def test_repeated_call_bit_identical(case, backend):
     a = run_case(case, backend)
@@ -28,6 +29,7 @@ def test_repeated_call_bit_identical(case, backend):
     assert mx.array_equal(a, c, equal_nan=True), case
 
 
+@examples(2)
 @given(case=quantized_cases())
 def test_quantized_repeated_call_bit_identical(case, backend):
     a = run_case(case, backend)

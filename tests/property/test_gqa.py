@@ -15,7 +15,7 @@ from hypothesis import given, target
 from hypothesis import strategies as st
 
 from tests import oracle
-from tests.property.strategies import attention_cases, oracle_of, quantized_cases, run_case, to_mx, to_np
+from tests.property.strategies import examples, attention_cases, oracle_of, quantized_cases, run_case, to_mx, to_np
 
 
 def _close(a, b, case, what):
@@ -28,6 +28,7 @@ def _close(a, b, case, what):
     assert r2 <= 1.0, f"{what}: off the oracle: {case}"
 
 
+@examples(3)
 @given(case=attention_cases())
 def test_gqa_equals_mha_with_repeated_kv(case, backend):
     NL, B, H_q, H_kv, L, S, D = case.dims
@@ -37,6 +38,7 @@ def test_gqa_equals_mha_with_repeated_kv(case, backend):
     _close(run_case(case, backend), mha, case, "GQA vs repeated-KV MHA")
 
 
+@examples(3)
 @given(case=quantized_cases())
 def test_quantized_gqa_equals_mha_with_repeated_kv(case, backend):
     G = case.dims[2] // case.dims[3]
@@ -45,6 +47,7 @@ def test_quantized_gqa_equals_mha_with_repeated_kv(case, backend):
     _close(run_case(case, backend), mha, case, "quantized GQA vs repeated-KV MHA")
 
 
+@examples(3)
 @given(case=attention_cases(), seed=st.integers(0, 2**32 - 1))
 def test_key_permutation_invariance(case, backend, seed):
     NL, B, H_q, H_kv, L, S, D = case.dims

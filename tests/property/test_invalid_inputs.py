@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import fusedattend as fa
 from tests.property.strategies import (
+    examples,
     DQKV_CORRUPTIONS,
     PLAIN_CORRUPTIONS,
     QKV_CORRUPTIONS,
@@ -37,6 +38,7 @@ def check(call, backend):
     assert re.search(call.names, str(info.value)), f"{call}: message does not name the argument: {info.value}"
 
 
+@examples(5)
 @given(call=invalid_calls())
 def test_invalid_call_is_refused_naming_the_argument(call, backend):
     check(call, backend)

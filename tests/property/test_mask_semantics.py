@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from tests import oracle
 from tests.property.strategies import (
+    examples,
     attention_cases,
     oracle_of,
     quantized_cases,
@@ -36,6 +37,7 @@ def _explicit_visibility(case):
     return vis if case.layered else vis[0]
 
 
+@examples(4)
 @given(case=attention_cases(mask_kinds=("causal",)))
 def test_causal_equals_explicit_lower_right_bool(case, backend):
     NL, B, H_q, H_kv, L, S, D = case.dims
@@ -56,6 +58,7 @@ def test_causal_equals_explicit_lower_right_bool(case, backend):
     assert ratio <= 1.0, f"causal vs explicit mask differ by {err:.3g}: {case}"
 
 
+@examples(4)
 @given(case=attention_cases(mask_kinds=("bool",)))
 def test_bool_equals_additive_zero_neg_inf(case, backend):
     vis = np.array(case.mask)
@@ -66,6 +69,7 @@ def test_bool_equals_additive_zero_neg_inf(case, backend):
         assert mx.array_equal(a, b), f"bool vs additive({adt}) mask differ: {case}"
 
 
+@examples(4)
 @given(case=attention_cases(mask_kinds=("bool", "additive", "causal")), which=st.integers(0, 2**31))
 def test_fully_masked_rows_are_exact_zeros(case, backend, which):
     NL, B, H_q, H_kv, L, S, D = case.dims
@@ -101,6 +105,7 @@ def _garbage(case, kv, hidden, rng, values):
     return to_mx(arr, kv.dtype)
 
 
+@examples(4)
 @given(
     case=attention_cases(mask_kinds=("bool", "additive", "causal", "none")),
     seed=st.integers(0, 2**32 - 1),
@@ -121,6 +126,7 @@ def test_hidden_keys_may_hold_garbage(case, backend, seed, garbage):
     )
 
 
+@examples(4)
 @given(
     case=quantized_cases(mask_kinds=("bool", "additive", "causal")),
     seed=st.integers(0, 2**32 - 1),

@@ -22,7 +22,7 @@ import numpy as np
 from hypothesis import example, given, target
 
 from tests import oracle
-from tests.property.strategies import attention_cases, oracle_of, quantized_cases, run_case, to_np
+from tests.property.strategies import examples, attention_cases, oracle_of, quantized_cases, run_case, to_np
 
 
 def check_parity(case, backend):
@@ -36,16 +36,19 @@ def check_parity(case, backend):
     assert ratio <= 1.0, f"max err {err:.3g} is {ratio:.3g}x the tolerance: {case}"
 
 
+@examples(8)
 @given(case=attention_cases())
 def test_matches_oracle(case, backend):
     check_parity(case, backend)
 
 
+@examples(8)
 @given(case=attention_cases(L=1, mask_kinds=("none", "bool", "additive")))
 def test_matches_oracle_decode_row(case, backend):
     check_parity(case, backend)
 
 
+@examples(8)
 @given(case=quantized_cases())
 def test_quantized_matches_oracle(case, backend):
     """The oracle dequantizes the very codes/scales/biases in float64, so the same bound holds."""

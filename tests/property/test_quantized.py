@@ -25,6 +25,7 @@ from hypothesis import given, target
 import fusedattend as fa
 from tests import oracle
 from tests.property.strategies import (
+    examples,
     oracle_of,
     quantizable_arrays,
     quantized_cases,
@@ -33,6 +34,7 @@ from tests.property.strategies import (
 )
 
 
+@examples(3)
 @given(xbg=quantizable_arrays())
 def test_quantize_kv_is_mx_quantize_bit_for_bit(xbg):
     x, bits, gs = xbg
@@ -46,6 +48,7 @@ def test_quantize_kv_is_mx_quantize_bit_for_bit(xbg):
     assert mx.array_equal(back, mx.dequantize(*want, group_size=gs, bits=bits))
 
 
+@examples(3)
 @given(xbg=quantizable_arrays())
 def test_round_trip_error_within_half_step(xbg):
     """Half a step for every element inside the group's representable range
@@ -76,6 +79,7 @@ def test_round_trip_error_within_half_step(xbg):
     assert np.all(np.abs(deq64 - back) <= 2 * rounding)
 
 
+@examples(3)
 @given(case=quantized_cases())
 def test_fused_equals_dequantize_then_decode(case, backend):
     fused = run_case(case, backend)
