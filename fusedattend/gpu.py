@@ -20,6 +20,8 @@ from ._problem import Problem
 
 SIMD_WIDTH = 32
 SIMDGROUPS = 8  # threadgroup of 256 threads: enough lanes to cover D = 256 in the merge step
+ELEMENTS_PER_LANE = 4  # E: a lane's slice of a K/V row (8 when D > 128, so D / E <= 32 lanes)
+KEYS_IN_FLIGHT = 2  # U: keys each key slot loads before computing on them
 MAX_ROWS = 8  # query rows (GQA heads x positions) per threadgroup; more rows -> more tiles
 MIN_BLOCK, MAX_BLOCK = 128, 1024
 TARGET_BLOCKS = 32  # key blocks per (request, kv head) when S allows: fills 132 SMs at B = 1
@@ -87,19 +89,65 @@ def block_keys(S: int) -> int:
     return min(MAX_BLOCK, max(MIN_BLOCK, 1 << (want - 1).bit_length()))
 
 
-def _mask_inputs(problem: Problem):
+def _pow2_at_least(x: int) -> int:
+    return 1 << max(0, x - 1).bit_length()
+
+
+@functools.lru_cache(maxsize=None)
+def _placeholder(dtype):
+    """An unread stand-in for an absent mask or key_ranges input (kernels take a fixed list)."""
+    return mx.zeros((1, 1, 1, 1, 1) if dtype == mx.bool_ else (1, 2), dtype=dtype)
+
+
+def decode_launch(problem: Problem, quantized: bool) -> dict:
+    """Everything the split-KV kernel launch needs: name, inputs, template, grid, outputs."""
+    NL, B, H_q, H_kv, L, S, D = problem.shape
+    N = NL * B
+    G = H_q // H_kv
+    rows = min(_pow2_at_least(G * L), MAX_ROWS)
+    tiles = math.ceil(G * L / rows)
+    elements = max(ELEMENTS_PER_LANE, _pow2_at_least(math.ceil(D / SIMD_WIDTH)))
+    block = block_keys(S)
+    NB = math.ceil(S / block)
+    threads = SIMDGROUPS * SIMD_WIDTH
+    q = mx.contiguous(problem.q).reshape(N, H_q, L, D)
+
     kind = problem.mask.kind
-    mask_kind = {"none": 0, "causal": 1, "bool": 2, "additive": 3}[kind]
     if kind in ("bool", "additive"):
-        NL, B, H_q, H_kv, L, S, D = problem.shape
-        mask = mx.broadcast_to(problem.mask.array, (NL, B, H_q, L, S))  # stride-0 view
+        mask = mx.broadcast_to(problem.mask.array, (NL, B, H_q, L, S))  # stride-0 view, no copy
     else:
-        mask = mx.zeros((1, 1, 1, 1, 1), dtype=mx.bool_)  # unread placeholder
-    ranges = problem.key_ranges
-    has_ranges = ranges is not None
-    if not has_ranges:
-        ranges = mx.zeros((1, 2), dtype=mx.int32)
-    return mask, mask_kind, ranges, has_ranges
+        mask = _placeholder(mx.bool_)
+    ranges = problem.key_ranges if problem.key_ranges is not None else _placeholder(mx.int32)
+    dims = [L, G, block, {"none": 0, "causal": 1, "bool": 2, "additive": 3}[kind],
+            int(problem.key_ranges is not None), problem.group_size or 0]
+    common = [mask, ranges, mx.array(dims, dtype=mx.int32), mx.array([problem.scale], dtype=mx.float32)]
+    common_names = ("mask", "key_ranges", "dims", "scalars")
+    template = [("T", q.dtype), ("D", D), ("E", elements), ("ROWS", rows), ("U", KEYS_IN_FLIGHT),
+                ("NSG", SIMDGROUPS), ("MT", mask.dtype)]
+    if quantized:
+        k, v = problem.k, problem.v
+        inputs = [q, k.codes, k.scales, k.biases, v.codes, v.scales, v.biases] + common
+        names = ("q", "k_codes", "k_scales", "k_biases", "v_codes", "v_scales", "v_biases") + common_names
+        template += [("BITS", problem.bits), ("ST", k.scales.dtype)]
+        if v.scales.dtype != k.scales.dtype or k.biases.dtype != k.scales.dtype or v.biases.dtype != k.scales.dtype:
+            inputs[2:7] = [x.astype(k.scales.dtype) for x in inputs[2:7]]  # one dtype per variant
+    else:
+        inputs = [q, problem.k, problem.v] + common
+        names = ("q", "k", "v") + common_names
+    return dict(
+        name="fa_quantized_decode_attention" if quantized else "fa_decode_attention",
+        input_names=names,
+        output_names=("out_partial", "stats_partial"),
+        defines=(("FA_QUANTIZED", int(quantized)),),
+        call=dict(
+            inputs=inputs,
+            template=template,
+            grid=(NB * threads, H_kv * tiles, N),
+            threadgroup=(threads, 1, 1),
+            output_shapes=[(N, H_q, L, NB, D), (N, H_q, L, NB, 2)],
+            output_dtypes=[mx.float32, mx.float32],
+        ),
+    )
 
 
 def _attend(problem: Problem, quantized: bool) -> mx.array:
@@ -109,41 +157,11 @@ def _attend(problem: Problem, quantized: bool) -> mx.array:
         from . import reference
 
         return (reference.quantized_decode_attention if quantized else reference.decode_attention)(problem)
-    G = H_q // H_kv
-    rows = min(G * L, MAX_ROWS)
-    tiles = math.ceil(G * L / rows)
-    block = block_keys(S)
-    NB = math.ceil(S / block)
-    threads = SIMDGROUPS * SIMD_WIDTH
-    q = mx.contiguous(problem.q).reshape(N, H_q, L, D)
-    mask, mask_kind, ranges, has_ranges = _mask_inputs(problem)
-    params = mx.array([problem.scale], dtype=mx.float32)
-    template = [
-        ("T", q.dtype), ("D", D), ("KL", 1 << (D // 8 - 1).bit_length()), ("ROWS", rows),
-        ("L", L), ("G", G), ("NSG", SIMDGROUPS), ("BLOCK", block), ("MASK_KIND", mask_kind),
-        ("HAS_RANGES", has_ranges),
-    ]
-    if quantized:
-        k, v = problem.k, problem.v
-        inputs = [q, k.codes, k.scales, k.biases, v.codes, v.scales, v.biases, mask, ranges, params]
-        names = ("q", "k_codes", "k_scales", "k_biases", "v_codes", "v_scales", "v_biases",
-                 "mask", "key_ranges", "params")
-        template += [("BITS", problem.bits), ("GROUP", problem.group_size)]
-        name = "fa_quantized_decode_attention"
-    else:
-        inputs = [q, problem.k, problem.v, mask, ranges, params]
-        names = ("q", "k", "v", "mask", "key_ranges", "params")
-        name = "fa_decode_attention"
-    decode = _kernel(name, names, ("out_partial", "stats_partial"), "decode_attention.metal",
-                     (("FA_QUANTIZED", int(quantized)),))
-    out_partial, stats_partial = decode(
-        inputs=inputs,
-        template=template,
-        grid=(NB * threads, H_kv * tiles, N),
-        threadgroup=(threads, 1, 1),
-        output_shapes=[(N, H_q, L, NB, D), (N, H_q, L, NB, 2)],
-        output_dtypes=[mx.float32, mx.float32],
-    )
+    launch = decode_launch(problem, quantized)
+    decode = _kernel(launch["name"], launch["input_names"], launch["output_names"],
+                     "decode_attention.metal", launch["defines"])
+    out_partial, stats_partial = decode(**launch["call"])
+    q = problem.q
     merge = _kernel("fa_merge_partials", ("out_partial", "stats_partial"), ("out",), "merge_partials.metal")
     (out,) = merge(
         inputs=[out_partial, stats_partial],

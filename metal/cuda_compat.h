@@ -43,17 +43,24 @@ METAL_FUNC int max(int a, int b) { return a > b ? a : b; }
 METAL_FUNC int min(int a, int b) { return a < b ? a : b; }
 }  // namespace metal
 
-// 16-byte loads of a K/V chunk when the address allows (Metal's compiler vectorises the
-// plain loop in decode_attention.h by itself).
+// Vector loads of a K/V chunk when the address allows (Metal's compiler vectorises the plain
+// loop in decode_attention.h by itself).
 #define FA_HAVE_LOAD_CHUNK
-template <typename T>
-METAL_FUNC void fa_load_chunk(const T* p, float* out) {
-  if ((reinterpret_cast<uintptr_t>(p) & 15) == 0) {
-    uint4 raw[sizeof(T) / 2];  // 8 elements: one 16-byte word for 16-bit types, two for float
-    for (int w = 0; w < int(sizeof(T) / 2); ++w) raw[w] = reinterpret_cast<const uint4*>(p)[w];
-    const T* h = reinterpret_cast<const T*>(raw);
-    for (int e = 0; e < 8; ++e) out[e] = float(h[e]);
-  } else {
-    for (int e = 0; e < 8; ++e) out[e] = float(p[e]);
+template <typename Word, int E, typename T>
+__device__ __forceinline__ bool fa_load_words(const T* p, float* out) {
+  constexpr int WORDS = E * sizeof(T) / sizeof(Word);
+  if (WORDS * sizeof(Word) != E * sizeof(T) || reinterpret_cast<uintptr_t>(p) % sizeof(Word)) {
+    return false;
+  }
+  Word raw[WORDS > 0 ? WORDS : 1];
+  for (int w = 0; w < WORDS; ++w) raw[w] = reinterpret_cast<const Word*>(p)[w];
+  const T* h = reinterpret_cast<const T*>(raw);
+  for (int e = 0; e < E; ++e) out[e] = float(h[e]);
+  return true;
+}
+template <int E, typename T>
+__device__ __forceinline__ void fa_load_chunk(const T* p, float* out) {
+  if (!fa_load_words<uint4, E>(p, out) && !fa_load_words<uint2, E>(p, out)) {
+    for (int e = 0; e < E; ++e) out[e] = float(p[e]);
   }
 }

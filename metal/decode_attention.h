@@ -7,28 +7,26 @@
 #define METAL_FUNC inline
 #endif
 
-// Elements of one K/V row that a lane holds: one 16-byte load of a 16-bit dtype.
-enum { FA_CHUNK = 8 };
-
-// Eight consecutive elements of a plain K/V row, widened to float.
+// E consecutive elements of a plain K/V row, widened to float.
 #ifndef FA_HAVE_LOAD_CHUNK
-template <typename T>
+template <int E, typename T>
 METAL_FUNC void fa_load_chunk(const device T* p, thread float* out) {
-  for (int e = 0; e < FA_CHUNK; ++e) {
+  for (int e = 0; e < E; ++e) {
     out[e] = float(p[e]);
   }
 }
 #endif
 
-// Eight consecutive elements of an mx.quantize (affine) row: `codes` points at the row's first
-// uint32 word (a device pointer), `chunk` is which group of eight elements; element i of a word sits at bit BITS*i.
-template <int BITS, typename CodePtr>
+// E consecutive elements of an mx.quantize (affine) row: `codes` (a device pointer) points at
+// the row's first uint32 word, `chunk` is which run of E elements; element i of a word sits at
+// bit BITS * i (BITS is 2, 4 or 8, so no code straddles two words).
+template <int E, int BITS, typename CodePtr>
 METAL_FUNC void fa_load_quantized_chunk(
     CodePtr codes, int chunk, float scale, float bias, thread float* out) {
   constexpr uint32_t code_mask = (1u << BITS) - 1u;
-  for (int e = 0; e < FA_CHUNK; ++e) {
-    int bit = (chunk * FA_CHUNK + e) * BITS;
-    uint32_t code = (codes[bit / 32] >> (bit % 32)) & code_mask;
+  for (int e = 0; e < E; ++e) {
+    const int bit = (chunk * E + e) * BITS;
+    const uint32_t code = (codes[bit / 32] >> (bit % 32)) & code_mask;
     out[e] = float(code) * scale + bias;
   }
 }

@@ -4,13 +4,14 @@ The CUDA path must not carry a kernel of its own: gpu.py hands mx.fast.cuda_kern
 metal/*.metal bodies that mx.fast.metal_kernel gets, behind metal/cuda_compat.h.
 """
 
-import itertools
 from pathlib import Path
 
 import mlx.core as mx
 import pytest
 
+import fusedattend as fa
 from fusedattend import gpu
+from fusedattend._problem import plain_problem, quantized_problem
 from tests.kernels import nvcc_wrap
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,39 +45,42 @@ def test_compat_header_is_small():
     assert len(lines) <= 80
 
 
-def _decode_inputs(quantized, dtype, mask_dtype):
-    if quantized:
-        names = [("q", dtype), ("k_codes", mx.uint32), ("k_scales", dtype), ("k_biases", dtype),
-                 ("v_codes", mx.uint32), ("v_scales", dtype), ("v_biases", dtype)]
-    else:
-        names = [("q", dtype), ("k", dtype), ("v", dtype)]
-    return names + [("mask", mask_dtype), ("key_ranges", mx.int32), ("params", mx.float32)]
-
-
-# A few template points that cover every branch of the bodies (not the full product).
+# Problems that cover every branch of the bodies (not the full product of variants).
 CASES = [
-    # quantized, dtype, mask kind, mask dtype, D, bits
-    (False, mx.bfloat16, 0, mx.bool_, 128, None),
-    (False, mx.float16, 2, mx.bool_, 80, None),
-    (False, mx.float32, 3, mx.float32, 256, None),
-    (True, mx.bfloat16, 1, mx.bool_, 128, 4),
-    (True, mx.float16, 3, mx.float16, 64, 2),
-    (True, mx.float32, 2, mx.bool_, 256, 8),
+    # quantized, dtype, mask, D, bits, L, H_q, H_kv
+    (False, mx.bfloat16, None, 128, None, 1, 8, 2),
+    (False, mx.float16, "bool", 80, None, 3, 4, 4),
+    (False, mx.float32, "additive", 256, None, 8, 32, 1),
+    (True, mx.bfloat16, "causal", 128, 4, 2, 8, 2),
+    (True, mx.float16, "additive", 64, 2, 1, 8, 8),
+    (True, mx.float32, "bool", 256, 8, 1, 4, 2),
 ]
 
 
-@pytest.mark.skipif(not nvcc_wrap.nvcc_available(), reason="nvcc not installed here")
-@pytest.mark.parametrize("quantized,dtype,mask_kind,mask_dtype,D,bits", CASES)
-def test_cuda_form_of_decode_kernel_compiles(monkeypatch, quantized, dtype, mask_kind, mask_dtype, D, bits):
-    monkeypatch.setattr(gpu, "on_metal", lambda: False)
-    source, header = gpu.kernel_sources("decode_attention.metal", (("FA_QUANTIZED", int(quantized)),))
-    template = [("T", dtype), ("D", D), ("KL", 1 << (D // 8 - 1).bit_length()), ("ROWS", 4),
-                ("L", 1), ("G", 4), ("NSG", gpu.SIMDGROUPS), ("BLOCK", 128),
-                ("MASK_KIND", mask_kind), ("HAS_RANGES", True)]
+def _problem(quantized, dtype, mask, D, bits, L, H_q, H_kv):
+    S = 40
+    q = mx.zeros((1, H_q, L, D), dtype=dtype)
+    k = mx.zeros((1, H_kv, S, D), dtype=dtype)
+    if mask == "bool":
+        mask = mx.ones((L, S), dtype=mx.bool_)
+    elif mask == "additive":
+        mask = mx.zeros((L, S), dtype=dtype)
     if quantized:
-        template += [("BITS", bits), ("GROUP", 64)]
-    text = nvcc_wrap.wrap("fa_decode", source, header, _decode_inputs(quantized, dtype, mask_dtype),
-                          [("out_partial", mx.float32), ("stats_partial", mx.float32)], template)
+        kq = fa.quantize_kv(k, bits=bits, group_size=32)
+        return quantized_problem(q, kq, kq, None, mask, mx.array([[0, S]]), bits, 32)
+    return plain_problem(q, k, k, None, mask, None)
+
+
+@pytest.mark.skipif(not nvcc_wrap.nvcc_available(), reason="nvcc not installed here")
+@pytest.mark.parametrize("case", CASES)
+def test_cuda_form_of_decode_kernel_compiles(monkeypatch, case):
+    monkeypatch.setattr(gpu, "on_metal", lambda: False)
+    launch = gpu.decode_launch(_problem(*case), quantized=case[0])
+    source, header = gpu.kernel_sources("decode_attention.metal", launch["defines"])
+    call = launch["call"]
+    inputs = [(name, x.dtype) for name, x in zip(launch["input_names"], call["inputs"])]
+    outputs = list(zip(launch["output_names"], call["output_dtypes"]))
+    text = nvcc_wrap.wrap("fa_decode", source, header, inputs, outputs, call["template"])
     ok, log = nvcc_wrap.compile_cuda(text)
     assert ok, log
 
