@@ -28,7 +28,9 @@ MUTANTS = {
     "none": "no mutation: the independent re-implementation itself (must pass)",
     "gqa_mod": "GQA mapping h -> h % H_kv instead of h // (H_q // H_kv)",
     "causal_off_by_one": "causal row i sees j < S_end - L + i (the diagonal is hidden)",
-    "batch_dependent": "B > 1 sums weights x V in another order than B = 1 (split depends on batch)",
+    "batch_dependent": "B > 1 splits S in two halves merged online-softmax style, B = 1 does not "
+    "(a split-K count chosen from the batch size)",
+    "nondeterministic": "every other call splits S in two halves (run-to-run varying reduction order)",
     "mask_ignored": "array masks (bool and additive) are ignored",
     "scale_off": "scores use 1.01 x scale",
     "dequant_group_shift": "quantized: each group uses the previous group's scale/bias (off by one group)",
@@ -57,6 +59,16 @@ def _visible(problem, m):
     return mx.broadcast_to(vis, (NL, B, H_q, L, S))
 
 
+_CALLS = [0]
+
+
+def _partial(scores, v):
+    """(row max, sum of weights, unnormalised weights x V) of one key block."""
+    raw = mx.max(scores, axis=-1, keepdims=True)
+    w = mx.exp(scores - mx.where(raw == -mx.inf, 0.0, raw))
+    return raw, mx.sum(w, axis=-1, keepdims=True), w @ v
+
+
 def mutant_attention(problem, keys, values, m):
     NL, B, H_q, H_kv, L, S, D = problem.shape
     G = H_q // H_kv
@@ -72,14 +84,19 @@ def mutant_attention(problem, keys, values, m):
     scores = mx.where(vis, scores, -mx.inf)
     if m != "nan_leak":
         v = mx.where(mx.expand_dims(mx.any(vis, axis=-2), -1), v, 0.0)
-    rmax = mx.max(scores, axis=-1, keepdims=True)
-    rmax = mx.where(rmax == -mx.inf, 0.0, rmax)
-    w = mx.exp(scores - rmax)
-    den = mx.sum(w, axis=-1, keepdims=True)
-    if m == "batch_dependent" and B > 1:
-        num = mx.sum(mx.expand_dims(w, -1) * mx.expand_dims(v, -3), axis=-2)
+    _CALLS[0] += 1
+    split = (m == "batch_dependent" and B > 1) or (m == "nondeterministic" and _CALLS[0] % 2)
+    if split and S > 1:
+        h = S // 2
+        parts = [_partial(scores[..., :h], v[..., :h, :]), _partial(scores[..., h:], v[..., h:, :])]
+        top = mx.maximum(parts[0][0], parts[1][0])
+        top = mx.where(top == -mx.inf, 0.0, top)
+        num = den = 0.0
+        for pm, pd, pn in parts:
+            f = mx.where(pm == -mx.inf, 0.0, mx.exp(pm - top))
+            den, num = den + pd * f, num + pn * f
     else:
-        num = w @ v
+        _, den, num = _partial(scores, v)
     seen = den > 0
     out = mx.where(seen, num / mx.where(seen, den, 1.0), 0.0)
     if m == "masked_row_mean":
