@@ -19,7 +19,7 @@ import mlx.core as mx
 from ._problem import Problem
 
 SIMD_WIDTH = 32
-SIMDGROUPS = 8  # threadgroup of 256 threads: enough lanes to cover D = 256 in the merge step
+SIMDGROUPS = 4  # threadgroup of 128 threads (best of the H200 sweep in docs/gpu.md)
 ELEMENTS_PER_LANE = 4  # E: a lane's slice of a K/V row (8 when D > 128, so D / E <= 32 lanes)
 KEYS_IN_FLIGHT = 2  # U: keys each key slot loads before computing on them
 MAX_ROWS = 8  # query rows (GQA heads x positions) per threadgroup; more rows -> more tiles
