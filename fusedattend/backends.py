@@ -20,6 +20,12 @@ ENV_VAR = "FUSEDATTEND_BACKEND"
 
 _MODULES = {"reference": "reference", "cpu": "cpu", "metal": "gpu", "cuda": "gpu"}
 
+# Below this many K/V elements per request and layer (H_kv * S * D) the cpu backend's fixed cost
+# (about 140-230 us of numpy calls) loses to the reference path (measured: docs/perf.md). The
+# choice must not look at B or NL: a batched call and the per-request calls have to take the same
+# path, or batch invariance breaks.
+CPU_MIN_KV_ELEMENTS = 1 << 17
+
 
 def _is_available(name: str) -> bool:
     if name == "reference":
@@ -77,9 +83,12 @@ def resolve(backend) -> str:
 def run(problem: Problem, backend, quantized: bool):
     """Run `problem` on the named backend; L beyond the fused kernels goes to the reference."""
     name = resolve(backend)
-    L = problem.q.shape[3]
+    NL, B, H_q, H_kv, L, S, D = problem.shape
     if L > MAX_FUSED_QUERY_LEN:
         name = "reference"
+    elif backend is None and name == "cpu" and not os.environ.get(ENV_VAR):
+        if H_kv * S * D < CPU_MIN_KV_ELEMENTS:
+            name = "reference"
     module = _module(_MODULES[name])
     fn = module.quantized_decode_attention if quantized else module.decode_attention
     return problem.unlayer(fn(problem))
