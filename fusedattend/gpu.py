@@ -129,8 +129,9 @@ def decode_launch(problem: Problem, quantized: bool) -> dict:
         inputs = [q, k.codes, k.scales, k.biases, v.codes, v.scales, v.biases] + common
         names = ("q", "k_codes", "k_scales", "k_biases", "v_codes", "v_scales", "v_biases") + common_names
         template += [("BITS", problem.bits), ("ST", k.scales.dtype)]
-        if v.scales.dtype != k.scales.dtype or k.biases.dtype != k.scales.dtype or v.biases.dtype != k.scales.dtype:
-            inputs[2:7] = [x.astype(k.scales.dtype) for x in inputs[2:7]]  # one dtype per variant
+        for i in (3, 5, 6):  # biases and v's scales in k's scales dtype: ST names the one variant
+            if inputs[i].dtype != k.scales.dtype:
+                inputs[i] = inputs[i].astype(k.scales.dtype)
     else:
         inputs = [q, problem.k, problem.v] + common
         names = ("q", "k", "v") + common_names
