@@ -323,6 +323,78 @@ def quantizable_arrays(draw):
 
 
 # --------------------------------------------------------------------------------------------
+# pinned edges: built without Hypothesis, run by every test that lists them with @example.
+# They sit on the schedule boundaries of the kernels (fusedattend.gpu: key blocks of 128..1024,
+# 8 query rows a threadgroup, lanes past D for D = 80; fusedattend.cpu: 1024-key blocks) and on
+# the edges the issue names: S = 1, powers of two +- 1, fully masked rows, GQA ratio = H_q, NL = 1.
+
+
+def edge_case(*, NL=1, B=2, H_q=8, H_kv=2, L=1, S=129, D=128, dtype=mx.bfloat16, layered=False,
+              mask="none", key_ranges=None, noncontig=True, bits=None, group_size=None, seed=0):
+    """A deterministic Case; mask "bool_hidden_row" hides query row 0 of every head from all keys."""
+    rng = np.random.default_rng(seed)
+    lead = (NL, B) if layered else (B,)
+    q = to_mx(rng.standard_normal(lead + (H_q, L, D)), dtype)
+    kn = rng.standard_normal(lead + (H_kv, S, D))
+    vn = rng.standard_normal(lead + (H_kv, S, D))
+    noncontig = noncontig and bits is None
+    k, v = kv_layout(kn, dtype, noncontig, rng), kv_layout(vn, dtype, noncontig, rng)
+    kind, m = mask, None
+    if mask == "causal":
+        m = "causal"
+    elif mask == "bool_hidden_row":
+        vis = rng.random((L, S)) < 0.6
+        vis[0] = False
+        kind, m = "bool", mx.array(vis)
+    elif mask == "additive":
+        m = to_mx(np.where(rng.random((L, S)) < 0.7, rng.uniform(-3.0, 0.0, (L, S)), -np.inf), dtype)
+    kr = None if key_ranges is None else mx.array(np.array(key_ranges, dtype=np.int32))
+    case = Case(q, k, v, m, kr, None, dtype, layered, kind, seed=seed, info={"pinned": True})
+    if bits is None:
+        return case
+    kq = tuple(mx.quantize(k, group_size=group_size, bits=bits))
+    vq = tuple(mx.quantize(v, group_size=group_size, bits=bits))
+    return replace(case, k=kq, v=vq, bits=bits, group_size=group_size, k_float=k, v_float=v)
+
+
+def pinned_cases():
+    """Plain 4-D edges."""
+    return [
+        edge_case(S=1, H_q=8, H_kv=1),                                        # S = 1, G = H_q
+        edge_case(S=129, L=8, H_q=8, H_kv=1, mask="bool_hidden_row"),        # 64 rows: 8 tiles
+        edge_case(S=1025, D=80, mask="causal", key_ranges=[[0, 1025], [1000, 0]]),  # empty range
+        edge_case(B=1, S=4097, D=256, dtype=mx.float16, mask="additive"),    # 2^12 + 1 keys
+    ]
+
+
+def pinned_layered_cases():
+    """5-D edges: NL = 1 and a multi-layer call over a block boundary."""
+    return [
+        edge_case(NL=1, S=127, layered=True, mask="causal"),
+        edge_case(NL=3, B=2, S=1024, L=3, layered=True, dtype=mx.float32),
+    ]
+
+
+def pinned(cases):
+    """@example(case=c) for every c in `cases` (each test reuses the built arrays)."""
+    from hypothesis import example
+
+    def decorate(test):
+        for case in reversed(cases):
+            test = example(case=case)(test)
+        return test
+
+    return decorate
+
+
+def pinned_quantized_cases():
+    return [
+        edge_case(S=129, D=64, mask="causal", bits=2, group_size=32),
+        edge_case(S=1025, H_q=4, H_kv=4, bits=8, group_size=128, key_ranges=[[3, 1000], [0, 1]]),
+    ]
+
+
+# --------------------------------------------------------------------------------------------
 # helpers shared by the property tests (not strategies, but they belong with the Case type)
 
 
