@@ -281,9 +281,11 @@ def plot(rows, bandwidth, path, title):
     except ImportError:
         print("matplotlib not importable: no plot written", file=sys.stderr)
         return False
-    panels = sorted({(r["format"], r["B"]) for r in rows}, key=str)
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False)
-    for ax, (fmt, B) in zip(axes[0], panels):
+    formats = list(dict.fromkeys(r["format"] for r in rows))  # one row of panels per format
+    batches = sorted({r["B"] for r in rows})  # one column per batch size
+    fig, axes = plt.subplots(len(formats), len(batches), figsize=(4.5 * len(batches), 3.6 * len(formats)),
+                             squeeze=False)
+    for ax, (fmt, B) in zip(axes.flat, [(f, b) for f in formats for b in batches]):
         sel = [r for r in rows if r["format"] == fmt and r["B"] == B]
         for impl in dict.fromkeys(r["impl"] for r in sel):
             pts = sorted((r["S"], r["gbps"]) for r in sel if r["impl"] == impl)
