@@ -157,6 +157,13 @@ def _block_partial(req: _Request, k_block, v_block, s0: int, s1: int):
     k_block/v_block are callables returning the float32 phases of the block (widened here, on the
     worker thread, so widening runs in parallel).
     """
+    # Keys hidden by the mask may hold NaN/Inf garbage (a documented case): their scores and
+    # products are computed and then dropped, so numpy's warnings about them are noise.
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _block_partial_unguarded(req, k_block, v_block, s0, s1)
+
+
+def _block_partial_unguarded(req: _Request, k_block, v_block, s0: int, s1: int):
     k_phases = k_block()
     # (n, D) x (D, M) is BLAS's fast shape here (q @ K^T is 3x slower); the small (n, M) result
     # is then transposed once so every reduction below runs along the contiguous key axis.
