@@ -160,41 +160,37 @@ def _block_partial(req: _Request, k_block, v_block, s0: int, s1: int):
     # Keys hidden by the mask may hold NaN/Inf garbage (a documented case): their scores and
     # products are computed and then dropped, so numpy's warnings about them are noise.
     with np.errstate(invalid="ignore", over="ignore"):
-        return _block_partial_unguarded(req, k_block, v_block, s0, s1)
-
-
-def _block_partial_unguarded(req: _Request, k_block, v_block, s0: int, s1: int):
-    k_phases = k_block()
-    # (n, D) x (D, M) is BLAS's fast shape here (q @ K^T is 3x slower); the small (n, M) result
-    # is then transposed once so every reduction below runs along the contiguous key axis.
-    scores_t = np.matmul(k_phases[0], req.qT[0])  # (H_kv, n, M)
-    for p in range(1, len(k_phases)):
-        scores_t += np.matmul(k_phases[p], req.qT[p])
-    scores = np.ascontiguousarray(scores_t.transpose(0, 2, 1))  # (H_kv, M, n)
-    del k_phases, scores_t
-    visible = _block_visibility(req, s0, s1)
-    if req.mask_add is not None:
-        scores += _block_mask(req, req.mask_add, s0, s1)
-    if visible is not None:
-        scores = np.where(visible, scores, _NEG_INF)
-    row_max = scores.max(axis=-1)  # (H_kv, M)
-    safe_max = np.where(row_max == _NEG_INF, np.float32(0), row_max)
-    scores -= safe_max[..., None]
-    np.exp(scores, out=scores)  # hidden keys: exp(-inf) = 0
-    row_sum = scores.sum(axis=-1)
-    v_phases = v_block()
-    if visible is not None:
-        # A value row that no query row of the group sees may hold NaN garbage; 0 * NaN would
-        # leak it, so zero such rows.
-        seen = visible.any(axis=-2)  # (H_kv|1, n)
-        if not seen.all():
-            v_phases = [np.where(seen[..., None], v, np.float32(0)) for v in v_phases]
-    M = scores.shape[1]
-    out = np.empty((req.H_kv, M, req.D), np.float32)
-    P = len(v_phases)
-    for p, v in enumerate(v_phases):
-        out[..., p::P] = np.matmul(scores, v)
-    return row_max, row_sum, out
+        k_phases = k_block()
+        # (n, D) x (D, M) is BLAS's fast shape here (q @ K^T is 3x slower); the small (n, M) result
+        # is then transposed once so every reduction below runs along the contiguous key axis.
+        scores_t = np.matmul(k_phases[0], req.qT[0])  # (H_kv, n, M)
+        for p in range(1, len(k_phases)):
+            scores_t += np.matmul(k_phases[p], req.qT[p])
+        scores = np.ascontiguousarray(scores_t.transpose(0, 2, 1))  # (H_kv, M, n)
+        del k_phases, scores_t
+        visible = _block_visibility(req, s0, s1)
+        if req.mask_add is not None:
+            scores += _block_mask(req, req.mask_add, s0, s1)
+        if visible is not None:
+            scores = np.where(visible, scores, _NEG_INF)
+        row_max = scores.max(axis=-1)  # (H_kv, M)
+        safe_max = np.where(row_max == _NEG_INF, np.float32(0), row_max)
+        scores -= safe_max[..., None]
+        np.exp(scores, out=scores)  # hidden keys: exp(-inf) = 0
+        row_sum = scores.sum(axis=-1)
+        v_phases = v_block()
+        if visible is not None:
+            # A value row that no query row of the group sees may hold NaN garbage; 0 * NaN would
+            # leak it, so zero such rows.
+            seen = visible.any(axis=-2)  # (H_kv|1, n)
+            if not seen.all():
+                v_phases = [np.where(seen[..., None], v, np.float32(0)) for v in v_phases]
+        M = scores.shape[1]
+        out = np.empty((req.H_kv, M, req.D), np.float32)
+        P = len(v_phases)
+        for p, v in enumerate(v_phases):
+            out[..., p::P] = np.matmul(scores, v)
+        return row_max, row_sum, out
 
 
 def _block_visibility(req: _Request, s0: int, s1: int):
