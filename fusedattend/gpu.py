@@ -19,10 +19,14 @@ import mlx.core as mx
 from ._problem import Problem
 
 SIMD_WIDTH = 32
-SIMDGROUPS = 4  # threadgroup of 128 threads (best of the H200 sweep in docs/gpu.md)
-ELEMENTS_PER_LANE = 4  # E: a lane's slice of a K/V row (8 when D > 128, so D / E <= 32 lanes)
-KEYS_IN_FLIGHT = 2  # U: keys each key slot loads before computing on them
+SIMDGROUPS = 4  # threadgroup of 128 threads
+WINDOW = 128  # keys scored per pass through threadgroup memory (a block is a few windows)
+SCORE_ELEMENTS = 8  # KE: elements of a key (and of each query row) a lane holds while scoring
+SCORE_KEYS_IN_FLIGHT = 4  # KU: keys a lane loads before scoring any of them
+VALUE_ELEMENTS = 4  # VE: output elements a lane accumulates (8 when D > 128: D / VE <= 32 lanes)
+VALUE_KEYS_IN_FLIGHT = 4  # VU: value rows a lane loads before accumulating any of them
 MAX_ROWS = 8  # query rows (GQA heads x positions) per threadgroup; more rows -> more tiles
+MAX_QUERY_REGISTERS = 64  # ROWS * KE floats of scaled query a lane keeps
 MIN_BLOCK, MAX_BLOCK = 128, 1024
 TARGET_BLOCKS = 32  # key blocks per (request, kv head) when S allows: fills 132 SMs at B = 1
 MAX_GRID_Z = 65535  # CUDA's limit on gridDim.z (the layer x request axis)
@@ -99,6 +103,20 @@ def _placeholder(dtype):
     return mx.zeros((1, 1, 1, 1, 1) if dtype == mx.bool_ else (1, 2), dtype=dtype)
 
 
+MASK_KINDS = {"none": 0, "causal": 1, "bool": 2, "additive": 3}
+
+
+@functools.lru_cache(maxsize=256)
+def _int32s(*values):
+    """A small constant input, made once per distinct value (building one costs host time)."""
+    return mx.array(values, dtype=mx.int32)
+
+
+@functools.lru_cache(maxsize=256)
+def _float32s(*values):
+    return mx.array(values, dtype=mx.float32)
+
+
 def decode_launch(problem: Problem, quantized: bool) -> dict:
     """Everything the split-KV kernel launch needs: name, inputs, template, grid, outputs."""
     NL, B, H_q, H_kv, L, S, D = problem.shape
@@ -106,7 +124,10 @@ def decode_launch(problem: Problem, quantized: bool) -> dict:
     G = H_q // H_kv
     rows = min(_pow2_at_least(G * L), MAX_ROWS)
     tiles = math.ceil(G * L / rows)
-    elements = max(ELEMENTS_PER_LANE, _pow2_at_least(math.ceil(D / SIMD_WIDTH)))
+    score_elements = SCORE_ELEMENTS
+    while score_elements > 8 and (D % score_elements or rows * score_elements > MAX_QUERY_REGISTERS):
+        score_elements //= 2  # D is a multiple of 8
+    value_elements = max(VALUE_ELEMENTS, _pow2_at_least(math.ceil(D / SIMD_WIDTH)))
     block = block_keys(S)
     NB = math.ceil(S / block)
     threads = SIMDGROUPS * SIMD_WIDTH
@@ -118,12 +139,13 @@ def decode_launch(problem: Problem, quantized: bool) -> dict:
     else:
         mask = _placeholder(mx.bool_)
     ranges = problem.key_ranges if problem.key_ranges is not None else _placeholder(mx.int32)
-    dims = [L, G, block, {"none": 0, "causal": 1, "bool": 2, "additive": 3}[kind],
-            int(problem.key_ranges is not None), problem.group_size or 0]
-    common = [mask, ranges, mx.array(dims, dtype=mx.int32), mx.array([problem.scale], dtype=mx.float32)]
+    dims = _int32s(L, G, block, int(problem.key_ranges is not None), problem.group_size or 0)
+    common = [mask, ranges, dims, _float32s(problem.scale)]
     common_names = ("mask", "key_ranges", "dims", "scalars")
-    template = [("T", q.dtype), ("D", D), ("E", elements), ("ROWS", rows), ("U", KEYS_IN_FLIGHT),
-                ("NSG", SIMDGROUPS), ("MT", mask.dtype)]
+    template = [("T", q.dtype), ("D", D), ("ROWS", rows), ("NSG", SIMDGROUPS), ("WINDOW", WINDOW),
+                ("KE", score_elements), ("KU", SCORE_KEYS_IN_FLIGHT),
+                ("VE", value_elements), ("VU", VALUE_KEYS_IN_FLIGHT),
+                ("MASK", MASK_KINDS[kind]), ("MT", mask.dtype)]
     if quantized:
         k, v = problem.k, problem.v
         inputs = [q, k.codes, k.scales, k.biases, v.codes, v.scales, v.biases] + common

@@ -43,24 +43,38 @@ METAL_FUNC int max(int a, int b) { return a > b ? a : b; }
 METAL_FUNC int min(int a, int b) { return a < b ? a : b; }
 }  // namespace metal
 
-// Vector loads of a K/V chunk when the address allows (Metal's compiler vectorises the plain
-// loop in decode_attention.h by itself).
+// Metal's bit cast.
+template <typename To, typename From>
+METAL_FUNC To as_type(From x) {
+  static_assert(sizeof(To) == sizeof(From), "as_type needs equal sizes");
+  To out;
+  memcpy(&out, &x, sizeof(To));
+  return out;
+}
+
+// Vector loads of a K/V chunk (Metal's compiler vectorises the plain loop in decode_attention.h
+// by itself): one uint4 or uint2 word per 16 or 8 bytes when every row allows it.
 #define FA_HAVE_LOAD_CHUNK
-template <typename Word, int E, typename T>
-__device__ __forceinline__ bool fa_load_words(const T* p, float* out) {
-  constexpr int WORDS = E * sizeof(T) / sizeof(Word);
-  if (WORDS * sizeof(Word) != E * sizeof(T) || reinterpret_cast<uintptr_t>(p) % sizeof(Word)) {
-    return false;
-  }
-  Word raw[WORDS > 0 ? WORDS : 1];
-  for (int w = 0; w < WORDS; ++w) raw[w] = reinterpret_cast<const Word*>(p)[w];
-  const T* h = reinterpret_cast<const T*>(raw);
-  for (int e = 0; e < E; ++e) out[e] = float(h[e]);
-  return true;
+template <int E, typename T>
+struct fa_chunk_words {
+  static constexpr int BYTES = E * sizeof(T);
+  using Word = typename cuda::std::conditional<BYTES % 16 == 0, uint4, uint2>::type;
+  static constexpr int COUNT = BYTES / sizeof(Word);
+};
+template <int E, typename T>
+METAL_FUNC bool fa_packed_rows(const T* row, int64_t key_step, int64_t step) {
+  constexpr int ALIGN = sizeof(typename fa_chunk_words<E, T>::Word);
+  return step == 1 && reinterpret_cast<uintptr_t>(row) % ALIGN == 0 && (key_step * sizeof(T)) % ALIGN == 0;
 }
 template <int E, typename T>
-__device__ __forceinline__ void fa_load_chunk(const T* p, float* out) {
-  if (!fa_load_words<uint4, E>(p, out) && !fa_load_words<uint2, E>(p, out)) {
-    for (int e = 0; e < E; ++e) out[e] = float(p[e]);
+METAL_FUNC void fa_load_chunk(const T* p, int64_t step, bool packed, float* out) {
+  using Words = fa_chunk_words<E, T>;
+  if (packed) {
+    typename Words::Word raw[Words::COUNT];
+    for (int w = 0; w < Words::COUNT; ++w) raw[w] = reinterpret_cast<const typename Words::Word*>(p)[w];
+    const T* elements = reinterpret_cast<const T*>(raw);
+    for (int e = 0; e < E; ++e) out[e] = float(elements[e]);
+  } else {
+    for (int e = 0; e < E; ++e) out[e] = float(p[e * step]);
   }
 }

@@ -7,27 +7,54 @@
 #define METAL_FUNC inline
 #endif
 
-// E consecutive elements of a plain K/V row, widened to float.
+// The smallest power of two >= X: lanes that share a row must form a shuffle-xor group.
+template <int X>
+struct fa_pow2_at_least {
+  static constexpr int value = 2 * fa_pow2_at_least<(X + 1) / 2>::value;
+};
+template <>
+struct fa_pow2_at_least<1> {
+  static constexpr int value = 1;
+};
+
+// E elements of a plain K/V row, widened to float. `packed`: the elements are contiguous (and,
+// where the platform loads them as one vector, aligned for it) in every row; otherwise they are
+// `step` apart. fa_packed_rows tells, once per kernel, for rows `key_step` elements apart.
 #ifndef FA_HAVE_LOAD_CHUNK
-template <int E, typename T>
-METAL_FUNC void fa_load_chunk(const device T* p, thread float* out) {
+template <int E, typename Ptr>
+METAL_FUNC bool fa_packed_rows(Ptr row, int64_t key_step, int64_t step) {
+  return step == 1;
+}
+template <int E, typename Ptr>
+METAL_FUNC void fa_load_chunk(Ptr p, int64_t step, bool packed, thread float* out) {
   for (int e = 0; e < E; ++e) {
-    out[e] = float(p[e]);
+    out[e] = float(p[packed ? e : e * step]);
   }
 }
 #endif
 
-// E consecutive elements of an mx.quantize (affine) row: `codes` (a device pointer) points at
-// the row's first uint32 word, `chunk` is which run of E elements; element i of a word sits at
-// bit BITS * i (BITS is 2, 4 or 8, so no code straddles two words).
+// A quantized code as a float without the int-to-float converter (a quarter-rate unit on
+// NVIDIA): 0x4B000000 is 2^23 as a float, whose low mantissa bits then hold the code exactly.
+METAL_FUNC float fa_code_to_float(uint32_t code) {
+  return as_type<float>(0x4B000000u | code) - 8388608.0f;
+}
+
+// The codes of E consecutive elements of an mx.quantize (affine) row, as floats: `codes` points
+// at the row's first uint32 word (words `step` apart), `chunk` is which run of E elements.
+// Element i of a word sits at bit BITS * i (BITS is 2, 4 or 8, so no code straddles two words).
 template <int E, int BITS, typename CodePtr>
-METAL_FUNC void fa_load_quantized_chunk(
-    CodePtr codes, int chunk, float scale, float bias, thread float* out) {
+METAL_FUNC void fa_load_codes(CodePtr codes, int64_t step, int chunk, thread float* out) {
   constexpr uint32_t code_mask = (1u << BITS) - 1u;
+  constexpr int PER_WORD = 32 / BITS;
+  constexpr int WORDS = (E + PER_WORD - 1) / PER_WORD;
+  const int first = chunk * E;  // E is a power of two <= 16, so the run starts inside one word
+  uint32_t words[WORDS];
+  for (int w = 0; w < WORDS; ++w) {
+    words[w] = codes[(first / PER_WORD + w) * step];
+  }
   for (int e = 0; e < E; ++e) {
-    const int bit = (chunk * E + e) * BITS;
-    const uint32_t code = (codes[bit / 32] >> (bit % 32)) & code_mask;
-    out[e] = float(code) * scale + bias;
+    const int bit = (first % PER_WORD + e) * BITS;
+    out[e] = fa_code_to_float((words[bit / 32] >> (bit % 32)) & code_mask);
   }
 }
 

@@ -5,7 +5,7 @@ for one schedule and prints ptxas' register count and a histogram of SASS opcode
 Needs nvcc, and cuobjdump + nvdisasm on PATH (pip wheels nvidia-cuda-cuobjdump and
 nvidia-cuda-nvdisasm carry them).
 
-    python ci/gpu/sass_stats.py --E 8 --U 1 --NSG 8
+    python ci/gpu/sass_stats.py --set SCORE_KEYS_IN_FLIGHT=4 --H_kv 4 --quantized
 """
 
 import argparse
@@ -21,22 +21,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import mlx.core as mx  # noqa: E402
 
 from fusedattend import gpu  # noqa: E402
-from fusedattend._problem import plain_problem  # noqa: E402
+from fusedattend import quantize_kv  # noqa: E402
+from fusedattend._problem import plain_problem, quantized_problem  # noqa: E402
 from tests.kernels import nvcc_wrap  # noqa: E402
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--E", type=int, default=gpu.ELEMENTS_PER_LANE)
-    p.add_argument("--U", type=int, default=gpu.KEYS_IN_FLIGHT)
-    p.add_argument("--NSG", type=int, default=gpu.SIMDGROUPS)
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a schedule constant of fusedattend.gpu, e.g. WINDOW=256")
     p.add_argument("--D", type=int, default=128)
+    p.add_argument("--H_kv", type=int, default=8, help="with H_q = 32: the GQA group size")
+    p.add_argument("--dtype", default="bfloat16")
+    p.add_argument("--mask", default=None)
+    p.add_argument("--quantized", action="store_true", help="4-bit K/V, group size 64")
     args = p.parse_args()
     gpu.on_metal = lambda: False
-    gpu.ELEMENTS_PER_LANE, gpu.KEYS_IN_FLIGHT, gpu.SIMDGROUPS = args.E, args.U, args.NSG
-    q = mx.zeros((1, 32, 1, args.D), dtype=mx.bfloat16)
-    k = mx.zeros((1, 8, 64, args.D), dtype=mx.bfloat16)
-    launch = gpu.decode_launch(plain_problem(q, k, k, None, None, None), quantized=False)
+    for item in args.set:
+        name, value = item.split("=")
+        setattr(gpu, name, int(value))
+    q = mx.zeros((1, 32, 1, args.D), dtype=getattr(mx, args.dtype))
+    k = mx.zeros((1, args.H_kv, 64, args.D), dtype=q.dtype)
+    if args.quantized:
+        kq = quantize_kv(k, bits=4, group_size=64)
+        problem = quantized_problem(q, kq, kq, None, args.mask, None, 4, 64)
+    else:
+        problem = plain_problem(q, k, k, None, args.mask, None)
+    launch = gpu.decode_launch(problem, quantized=args.quantized)
     source, header = gpu.kernel_sources("decode_attention.metal", launch["defines"])
     call = launch["call"]
     text = nvcc_wrap.wrap("fa_decode", source, header,
