@@ -20,13 +20,10 @@ from ._problem import Problem
 
 SIMD_WIDTH = 32
 SIMDGROUPS = 4  # threadgroup of 128 threads
-WINDOW = 128  # keys scored per pass through threadgroup memory (a block is a few windows)
-SCORE_ELEMENTS = 8  # KE: elements of a key (and of each query row) a lane holds while scoring
-SCORE_KEYS_IN_FLIGHT = 4  # KU: keys a lane loads before scoring any of them
-VALUE_ELEMENTS = 4  # VE: output elements a lane accumulates (8 when D > 128: D / VE <= 32 lanes)
-VALUE_KEYS_IN_FLIGHT = 4  # VU: value rows a lane loads before accumulating any of them
+ELEMENTS_PER_LANE = 8  # E: elements of a K/V row a lane holds (at least D / 32)
+KEYS_IN_FLIGHT = 4  # U: keys each lane loads (K and V) before using any of them
 MAX_ROWS = 8  # query rows (GQA heads x positions) per threadgroup; more rows -> more tiles
-MAX_QUERY_REGISTERS = 64  # ROWS * KE floats of scaled query a lane keeps
+MAX_ROW_ELEMENTS = 32  # ROWS * E: floats of scaled query (and as many of output) a lane keeps
 MIN_BLOCK, MAX_BLOCK = 128, 1024
 TARGET_BLOCKS = 32  # key blocks per (request, kv head) when S allows: fills 132 SMs at B = 1
 MAX_GRID_Z = 65535  # CUDA's limit on gridDim.z (the layer x request axis)
@@ -123,11 +120,12 @@ def decode_launch(problem: Problem, quantized: bool) -> dict:
     N = NL * B
     G = H_q // H_kv
     rows = min(_pow2_at_least(G * L), MAX_ROWS)
+    # E: at least D / 32 (a key's lanes fit in a simdgroup); fewer elements when many rows
+    # share the registers, fewer rows when D forces many elements.
+    min_elements = _pow2_at_least(math.ceil(D / SIMD_WIDTH))
+    elements = max(min_elements, min(ELEMENTS_PER_LANE, MAX_ROW_ELEMENTS // rows))
+    rows = max(1, min(rows, MAX_ROW_ELEMENTS // elements))
     tiles = math.ceil(G * L / rows)
-    score_elements = SCORE_ELEMENTS
-    while score_elements > 8 and (D % score_elements or rows * score_elements > MAX_QUERY_REGISTERS):
-        score_elements //= 2  # D is a multiple of 8
-    value_elements = max(VALUE_ELEMENTS, _pow2_at_least(math.ceil(D / SIMD_WIDTH)))
     block = block_keys(S)
     NB = math.ceil(S / block)
     threads = SIMDGROUPS * SIMD_WIDTH
@@ -142,10 +140,8 @@ def decode_launch(problem: Problem, quantized: bool) -> dict:
     dims = _int32s(L, G, block, int(problem.key_ranges is not None), problem.group_size or 0)
     common = [mask, ranges, dims, _float32s(problem.scale)]
     common_names = ("mask", "key_ranges", "dims", "scalars")
-    template = [("T", q.dtype), ("D", D), ("ROWS", rows), ("NSG", SIMDGROUPS), ("WINDOW", WINDOW),
-                ("KE", score_elements), ("KU", SCORE_KEYS_IN_FLIGHT),
-                ("VE", value_elements), ("VU", VALUE_KEYS_IN_FLIGHT),
-                ("MASK", MASK_KINDS[kind]), ("MT", mask.dtype)]
+    template = [("T", q.dtype), ("D", D), ("E", elements), ("ROWS", rows), ("U", KEYS_IN_FLIGHT),
+                ("NSG", SIMDGROUPS), ("MASK", MASK_KINDS[kind]), ("MT", mask.dtype)]
     if quantized:
         k, v = problem.k, problem.v
         inputs = [q, k.codes, k.scales, k.biases, v.codes, v.scales, v.biases] + common

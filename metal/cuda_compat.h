@@ -37,7 +37,7 @@ METAL_FUNC float simd_sum(float x) {
 }
 
 namespace metal {
-METAL_FUNC float exp(float x) { return ::expf(x); }
+METAL_FUNC float exp(float x) { return __expf(x); }  // Metal's exp is the fast one too
 METAL_FUNC float max(float a, float b) { return fmaxf(a, b); }
 METAL_FUNC int max(int a, int b) { return a > b ? a : b; }
 METAL_FUNC int min(int a, int b) { return a < b ? a : b; }
@@ -52,29 +52,49 @@ METAL_FUNC To as_type(From x) {
   return out;
 }
 
-// Vector loads of a K/V chunk (Metal's compiler vectorises the plain loop in decode_attention.h
-// by itself): one uint4 or uint2 word per 16 or 8 bytes when every row allows it.
-#define FA_HAVE_LOAD_CHUNK
-template <int E, typename T>
-struct fa_chunk_words {
-  static constexpr int BYTES = E * sizeof(T);
-  using Word = typename cuda::std::conditional<BYTES % 16 == 0, uint4, uint2>::type;
-  static constexpr int COUNT = BYTES / sizeof(Word);
+// fa_chunk as 32-bit words, filled by uint4 / uint2 vector loads when every row allows it
+// (Metal's compiler vectorises the plain loop in decode_attention.h by itself).
+#define FA_HAVE_CHUNK
+template <typename T, int E>
+struct fa_chunk {
+  static_assert(sizeof(T) == 2 || sizeof(T) == 4, "K/V elements are 16 or 32 bits");
+  static constexpr int WORDS = E * sizeof(T) / 4;
+  uint32_t w[WORDS];
+  METAL_FUNC float operator[](int e) const {
+    if constexpr (sizeof(T) == 4) {
+      return __uint_as_float(w[e]);
+    } else {
+      const unsigned short bits = (w[e / 2] >> (16 * (e % 2))) & 0xffffu;
+      T x;
+      memcpy(&x, &bits, 2);
+      return float(x);
+    }
+  }
 };
+template <typename T, int E>
+using fa_chunk_word = typename cuda::std::conditional<(E * sizeof(T)) % 16 == 0, uint4, uint2>::type;
 template <int E, typename T>
 METAL_FUNC bool fa_packed_rows(const T* row, int64_t key_step, int64_t step) {
-  constexpr int ALIGN = sizeof(typename fa_chunk_words<E, T>::Word);
+  constexpr int ALIGN = sizeof(fa_chunk_word<T, E>);
   return step == 1 && reinterpret_cast<uintptr_t>(row) % ALIGN == 0 && (key_step * sizeof(T)) % ALIGN == 0;
 }
 template <int E, typename T>
-METAL_FUNC void fa_load_chunk(const T* p, int64_t step, bool packed, float* out) {
-  using Words = fa_chunk_words<E, T>;
+METAL_FUNC void fa_load_chunk(const T* p, int64_t step, bool packed, fa_chunk<T, E>& out) {
+  using Word = fa_chunk_word<T, E>;
+  constexpr int PER_VECTOR = sizeof(Word) / 4;
   if (packed) {
-    typename Words::Word raw[Words::COUNT];
-    for (int w = 0; w < Words::COUNT; ++w) raw[w] = reinterpret_cast<const typename Words::Word*>(p)[w];
-    const T* elements = reinterpret_cast<const T*>(raw);
-    for (int e = 0; e < E; ++e) out[e] = float(elements[e]);
+    for (int i = 0; i < fa_chunk<T, E>::WORDS / PER_VECTOR; ++i) {
+      const Word x = reinterpret_cast<const Word*>(p)[i];
+      memcpy(&out.w[i * PER_VECTOR], &x, sizeof(Word));
+    }
   } else {
-    for (int e = 0; e < E; ++e) out[e] = float(p[e * step]);
+    for (int i = 0; i < fa_chunk<T, E>::WORDS; ++i) {
+      if constexpr (sizeof(T) == 4) {
+        out.w[i] = __float_as_uint(float(p[i * step]));
+      } else {
+        const unsigned short* bits = reinterpret_cast<const unsigned short*>(p);
+        out.w[i] = bits[(2 * i) * step] | (uint32_t(bits[(2 * i + 1) * step]) << 16);
+      }
+    }
   }
 }

@@ -17,18 +17,27 @@ struct fa_pow2_at_least<1> {
   static constexpr int value = 1;
 };
 
-// E elements of a plain K/V row, widened to float. `packed`: the elements are contiguous (and,
-// where the platform loads them as one vector, aligned for it) in every row; otherwise they are
-// `step` apart. fa_packed_rows tells, once per kernel, for rows `key_step` elements apart.
-#ifndef FA_HAVE_LOAD_CHUNK
+// E elements of a plain K/V row, kept as loaded until used: `chunk[e]` widens element e to
+// float. Holding the narrow form keeps U keys in flight within the register budget.
+// fa_load_chunk fills one: `packed` says the elements are contiguous (and, where the platform
+// loads them as one vector, aligned for it) in every row; otherwise they are `step` apart.
+// fa_packed_rows tells which, once per kernel, for rows `key_step` elements apart.
+#ifndef FA_HAVE_CHUNK
+template <typename T, int E>
+struct fa_chunk {
+  T x[E];
+  METAL_FUNC float operator[](int e) const {
+    return float(x[e]);
+  }
+};
 template <int E, typename Ptr>
 METAL_FUNC bool fa_packed_rows(Ptr row, int64_t key_step, int64_t step) {
   return step == 1;
 }
-template <int E, typename Ptr>
-METAL_FUNC void fa_load_chunk(Ptr p, int64_t step, bool packed, thread float* out) {
+template <int E, typename Ptr, typename T>
+METAL_FUNC void fa_load_chunk(Ptr p, int64_t step, bool packed, thread fa_chunk<T, E>& out) {
   for (int e = 0; e < E; ++e) {
-    out[e] = float(p[packed ? e : e * step]);
+    out.x[e] = p[packed ? e : e * step];
   }
 }
 #endif
@@ -39,23 +48,31 @@ METAL_FUNC float fa_code_to_float(uint32_t code) {
   return as_type<float>(0x4B000000u | code) - 8388608.0f;
 }
 
-// The codes of E consecutive elements of an mx.quantize (affine) row, as floats: `codes` points
-// at the row's first uint32 word (words `step` apart), `chunk` is which run of E elements.
-// Element i of a word sits at bit BITS * i (BITS is 2, 4 or 8, so no code straddles two words).
-template <int E, int BITS, typename CodePtr>
-METAL_FUNC void fa_load_codes(CodePtr codes, int64_t step, int chunk, thread float* out) {
-  constexpr uint32_t code_mask = (1u << BITS) - 1u;
-  constexpr int PER_WORD = 32 / BITS;
-  constexpr int WORDS = (E + PER_WORD - 1) / PER_WORD;
-  const int first = chunk * E;  // E is a power of two <= 16, so the run starts inside one word
+// The codes of E consecutive elements of an mx.quantize (affine) row, kept packed until used:
+// `chunk[e]` is code e as a float. Element i of a word sits at bit BITS * i (BITS is 2, 4 or 8,
+// so no code straddles two words); E is a power of two, so a run never straddles one either.
+template <int E, int BITS>
+struct fa_code_chunk {
+  static constexpr int PER_WORD = 32 / BITS;
+  static constexpr int WORDS = (E + PER_WORD - 1) / PER_WORD;
   uint32_t words[WORDS];
-  for (int w = 0; w < WORDS; ++w) {
-    words[w] = codes[(first / PER_WORD + w) * step];
+  int first_bit;  // of element 0 within words[0]
+  METAL_FUNC float operator[](int e) const {
+    const int bit = first_bit + e * BITS;
+    return fa_code_to_float((words[bit / 32] >> (bit % 32)) & ((1u << BITS) - 1u));
   }
-  for (int e = 0; e < E; ++e) {
-    const int bit = (first % PER_WORD + e) * BITS;
-    out[e] = fa_code_to_float((words[bit / 32] >> (bit % 32)) & code_mask);
+};
+
+// Fills `out` with run `chunk` of a row: `codes` points at the row's first word, words `step`
+// apart.
+template <int E, int BITS, typename CodePtr>
+METAL_FUNC void fa_load_codes(CodePtr codes, int64_t step, int chunk, thread fa_code_chunk<E, BITS>& out) {
+  constexpr int PER_WORD = fa_code_chunk<E, BITS>::PER_WORD;
+  const int first = chunk * E;
+  for (int w = 0; w < fa_code_chunk<E, BITS>::WORDS; ++w) {
+    out.words[w] = codes[(first / PER_WORD + w) * step];
   }
+  out.first_bit = (first % PER_WORD) * BITS;
 }
 
 // Merge `count` partial online-softmax states: state i has running max m[i * ml_stride],
