@@ -21,7 +21,9 @@ from ._problem import Problem
 SIMD_WIDTH = 32
 SIMDGROUPS = 4  # threadgroup of 128 threads
 ELEMENTS_PER_LANE = 8  # E: elements of a K/V row a lane holds (at least D / 32)
-KEYS_IN_FLIGHT = 4  # U: keys each lane loads (K and V) before using any of them
+KEY_BYTES_IN_FLIGHT = 64  # a lane's bytes of K (as many of V) loaded before any is used
+MAX_KEYS_IN_FLIGHT = 4
+QUANTIZED_KEYS_IN_FLIGHT = 4  # U for quantized K/V (each key also loads 4 scales and biases)
 MAX_ROWS = 8  # query rows (GQA heads x positions) per threadgroup; more rows -> more tiles
 MAX_ROW_ELEMENTS = 32  # ROWS * E: floats of scaled query (and as many of output) a lane keeps
 MIN_BLOCK, MAX_BLOCK = 128, 1024
@@ -140,7 +142,11 @@ def decode_launch(problem: Problem, quantized: bool) -> dict:
     dims = _int32s(L, G, block, int(problem.key_ranges is not None), problem.group_size or 0)
     common = [mask, ranges, dims, _float32s(problem.scale)]
     common_names = ("mask", "key_ranges", "dims", "scalars")
-    template = [("T", q.dtype), ("D", D), ("E", elements), ("ROWS", rows), ("U", KEYS_IN_FLIGHT),
+    if quantized:
+        keys_in_flight = QUANTIZED_KEYS_IN_FLIGHT
+    else:  # U: keys each lane loads (K and V) before using any of them
+        keys_in_flight = max(1, min(MAX_KEYS_IN_FLIGHT, KEY_BYTES_IN_FLIGHT // (elements * q.dtype.size)))
+    template = [("T", q.dtype), ("D", D), ("E", elements), ("ROWS", rows), ("U", keys_in_flight),
                 ("NSG", SIMDGROUPS), ("MASK", MASK_KINDS[kind]), ("MT", mask.dtype)]
     if quantized:
         k, v = problem.k, problem.v

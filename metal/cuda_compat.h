@@ -37,7 +37,11 @@ METAL_FUNC float simd_sum(float x) {
 }
 
 namespace metal {
-METAL_FUNC float exp(float x) { return __expf(x); }  // Metal's exp is the fast one too
+METAL_FUNC float exp(float x) {  // fast, as Metal's exp is (exp(-inf) = 0)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
+  return y;
+}
 METAL_FUNC float max(float a, float b) { return fmaxf(a, b); }
 METAL_FUNC int max(int a, int b) { return a > b ? a : b; }
 METAL_FUNC int min(int a, int b) { return a < b ? a : b; }
@@ -46,33 +50,26 @@ METAL_FUNC int min(int a, int b) { return a < b ? a : b; }
 // Metal's bit cast.
 template <typename To, typename From>
 METAL_FUNC To as_type(From x) {
-  static_assert(sizeof(To) == sizeof(From), "as_type needs equal sizes");
   To out;
   memcpy(&out, &x, sizeof(To));
   return out;
 }
 
-// fa_chunk as 32-bit words, filled by uint4 / uint2 vector loads when every row allows it
-// (Metal's compiler vectorises the plain loop in decode_attention.h by itself).
+// fa_chunk as 32-bit words (two 16-bit elements each, low half first), filled by uint4 / uint2
+// vector loads when every row allows it (Metal's compiler vectorises decode_attention.h's loop).
 #define FA_HAVE_CHUNK
+template <typename T>
+using fa_bits = cuda::std::conditional_t<sizeof(T) == 2, ushort, uint>;
 template <typename T, int E>
 struct fa_chunk {
-  static_assert(sizeof(T) == 2 || sizeof(T) == 4, "K/V elements are 16 or 32 bits");
-  static constexpr int WORDS = E * sizeof(T) / 4;
-  uint32_t w[WORDS];
+  static constexpr int PER_WORD = 4 / sizeof(T);
+  uint32_t w[E / PER_WORD];
   METAL_FUNC float operator[](int e) const {
-    if constexpr (sizeof(T) == 4) {
-      return __uint_as_float(w[e]);
-    } else {
-      const unsigned short bits = (w[e / 2] >> (16 * (e % 2))) & 0xffffu;
-      T x;
-      memcpy(&x, &bits, 2);
-      return float(x);
-    }
+    return float(as_type<T>(fa_bits<T>(w[e / PER_WORD] >> (32 / PER_WORD * (e % PER_WORD)))));
   }
 };
 template <typename T, int E>
-using fa_chunk_word = typename cuda::std::conditional<(E * sizeof(T)) % 16 == 0, uint4, uint2>::type;
+using fa_chunk_word = cuda::std::conditional_t<(E * sizeof(T)) % 16 == 0, uint4, uint2>;
 template <int E, typename T>
 METAL_FUNC bool fa_packed_rows(const T* row, int64_t key_step, int64_t step) {
   constexpr int ALIGN = sizeof(fa_chunk_word<T, E>);
@@ -81,19 +78,17 @@ METAL_FUNC bool fa_packed_rows(const T* row, int64_t key_step, int64_t step) {
 template <int E, typename T>
 METAL_FUNC void fa_load_chunk(const T* p, int64_t step, bool packed, fa_chunk<T, E>& out) {
   using Word = fa_chunk_word<T, E>;
-  constexpr int PER_VECTOR = sizeof(Word) / 4;
+  constexpr int PER_WORD = fa_chunk<T, E>::PER_WORD;
   if (packed) {
-    for (int i = 0; i < fa_chunk<T, E>::WORDS / PER_VECTOR; ++i) {
+    for (int i = 0; i < E * sizeof(T) / sizeof(Word); ++i) {
       const Word x = reinterpret_cast<const Word*>(p)[i];
-      memcpy(&out.w[i * PER_VECTOR], &x, sizeof(Word));
+      memcpy(&out.w[i * sizeof(Word) / 4], &x, sizeof(Word));
     }
   } else {
-    for (int i = 0; i < fa_chunk<T, E>::WORDS; ++i) {
-      if constexpr (sizeof(T) == 4) {
-        out.w[i] = __float_as_uint(float(p[i * step]));
-      } else {
-        const unsigned short* bits = reinterpret_cast<const unsigned short*>(p);
-        out.w[i] = bits[(2 * i) * step] | (uint32_t(bits[(2 * i + 1) * step]) << 16);
+    for (int i = 0; i < E / PER_WORD; ++i) {
+      out.w[i] = 0;
+      for (int h = 0; h < PER_WORD; ++h) {
+        out.w[i] |= uint32_t(as_type<fa_bits<T>>(p[(i * PER_WORD + h) * step])) << (32 / PER_WORD * h);
       }
     }
   }
