@@ -8,10 +8,10 @@
 //   every scaled query row and of every output accumulator, in registers. A simdgroup works on
 //   SLOTS = 32 / KEY_LANES keys side by side and U keys per slot: a step issues all 2 * U loads
 //   before it uses any, which is what keeps enough bytes in flight.
-//   Each slot runs its own online softmax per row: dot products reduced over a key's lanes by
-//   shuffles, the running state rescaled only when the running max grows (rarely, after the
-//   first keys), weighted V rows accumulated; hidden keys never touch the output. No barrier
-//   until the end, where slots merge by shuffles and simdgroups through threadgroup memory. Blocks merge in merge_partials.metal. `block` depends on S only (never on B or NL),
+//   Each slot runs its own online softmax per row, one rescale per step: dot products reduced
+//   over a key's lanes by shuffles, weighted V rows accumulated; hidden keys never touch the
+//   output. No branch inside a step, so the U * ROWS chains interleave; no barrier until the
+//   end, where slots merge by shuffles and simdgroups through threadgroup memory. Blocks merge in merge_partials.metal. `block` depends on S only (never on B or NL),
 //   so each request's arithmetic is the same in any batch.
 //
 // Body of mx.fast.metal_kernel / mx.fast.cuda_kernel (fusedattend/gpu.py builds both from this
@@ -151,9 +151,11 @@ for (int first = lo + sg * KEYS_PER_STEP; first < hi; first += NSG * KEYS_PER_ST
     fa_load_chunk<E>(v_row + int64_t(j) * v_strides[3], v_strides[4], v_packed, v_val[u]);
 #endif
   }
+  // Scores of the step's keys. Branch-free from here to the end of the step, so that the
+  // compiler can interleave the U * ROWS independent dot products, shuffles and exps.
+  float score[U][ROWS];
   #pragma unroll
   for (int u = 0; u < U; ++u) {
-    const int j = first + u * SLOTS + slot;
     #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
       float dot = 0.0f;
@@ -164,35 +166,60 @@ for (int first = lo + sg * KEYS_PER_STEP; first < hi; first += NSG * KEYS_PER_ST
 #if FA_QUANTIZED
       dot = dot * k_scale[u] + q_sum[r] * k_bias[u];
 #endif
+      score[u][r] = dot;
+    }
+  }
+  #pragma unroll
+  for (int offset = KEY_LANES / 2; offset > 0; offset /= 2) {
+    #pragma unroll
+    for (int u = 0; u < U; ++u) {
       #pragma unroll
-      for (int offset = KEY_LANES / 2; offset > 0; offset /= 2) {
-        dot += simd_shuffle_xor(dot, ushort(offset));
+      for (int r = 0; r < ROWS; ++r) {
+        score[u][r] += simd_shuffle_xor(score[u][r], ushort(offset));
       }
+    }
+  }
+  #pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int j = first + u * SLOTS + slot;
+    #pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
       bool visible = j < hi && j <= last_key[r];
-      if (MASK >= 2 && visible) {
-        const float m_val = float(mask[mask_row[r] + int64_t(j) * mask_strides[4]]);
+      if (MASK >= 2) {
+        const float m_val = visible ? float(mask[mask_row[r] + int64_t(j) * mask_strides[4]]) : 0.0f;
         if (MASK == 2) {
-          visible = m_val != 0.0f;
+          visible = visible && m_val != 0.0f;
         } else {
-          visible = m_val > -INFINITY;
-          dot += m_val;
+          visible = visible && m_val > -INFINITY;
+          score[u][r] += m_val;
         }
       }
-      if (visible) {  // hidden keys never touch the output, NaN rows included
-        if (dot > row_max[r]) {  // a new running max: rescale what came before (rarely taken)
-          const float rescale = metal::exp(row_max[r] - dot);
-          row_sum[r] *= rescale;
-          #pragma unroll
-          for (int e = 0; e < E; ++e) {
-            acc[r][e] *= rescale;
-          }
+      score[u][r] = visible ? score[u][r] : -INFINITY;
+    }
+  }
+  // Online softmax: one rescale per row and step (by 1 when the max did not grow).
+  #pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    float new_max = row_max[r];
+    #pragma unroll
+    for (int u = 0; u < U; ++u) {
+      new_max = metal::max(new_max, score[u][r]);
+    }
+    const float rescale = (new_max == -INFINITY) ? 1.0f : metal::exp(row_max[r] - new_max);
+    row_max[r] = new_max;
+    row_sum[r] *= rescale;
+    #pragma unroll
+    for (int e = 0; e < E; ++e) {
+      acc[r][e] *= rescale;
+    }
 #if FA_QUANTIZED
-          bias_acc[r] *= rescale;
+    bias_acc[r] *= rescale;
 #endif
-          row_max[r] = dot;
-        }
-        const float weight = metal::exp(dot - row_max[r]);
-        row_sum[r] += weight;
+    #pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const float weight = (score[u][r] == -INFINITY) ? 0.0f : metal::exp(score[u][r] - new_max);
+      row_sum[r] += weight;
+      if (weight != 0.0f) {  // hidden keys never touch the output, NaN rows included
 #if FA_QUANTIZED
         const float scaled = weight * v_scale[u];
         bias_acc[r] += weight * v_bias[u];
