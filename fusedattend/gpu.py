@@ -21,7 +21,7 @@ from ._problem import Problem
 SIMD_WIDTH = 32
 SIMDGROUPS = 4  # threadgroup of 128 threads
 ELEMENTS_PER_LANE = 8  # E: elements of a K/V row a lane holds (at least D / 32)
-KEY_BYTES_IN_FLIGHT = 64  # a lane's bytes of K (as many of V) loaded before any is used
+KEY_BYTES_IN_FLIGHT = 32  # a lane's bytes of K (as many of V) loaded before any is used
 MAX_KEYS_IN_FLIGHT = 4
 QUANTIZED_KEYS_IN_FLIGHT = 4  # U for quantized K/V (each key also loads 4 scales and biases)
 MAX_ROWS = 8  # query rows (GQA heads x positions) per threadgroup; more rows -> more tiles

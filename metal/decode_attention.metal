@@ -6,8 +6,8 @@
 //               tile share it, so every query head of a GQA group reads each K/V element once.
 //   KEY_LANES lanes share a key: each holds E elements of it (of K and of V), and E elements of
 //   every scaled query row and of every output accumulator, in registers. A simdgroup works on
-//   SLOTS = 32 / KEY_LANES keys side by side and U keys per slot: a step issues all 2 * U loads
-//   before it uses any, which is what keeps enough bytes in flight.
+//   SLOTS = 32 / KEY_LANES keys side by side and U keys per slot. A step's 2 * U loads are
+//   issued one step ahead, so that loads are always in flight.
 //   Each slot runs its own online softmax per row, one rescale per step: dot products reduced
 //   over a key's lanes by shuffles, weighted V rows accumulated; hidden keys never touch the
 //   output. No branch inside a step, so the U * ROWS chains interleave; no barrier until the
@@ -122,8 +122,24 @@ const bool k_packed = fa_packed_rows<E>(k_row, k_strides[3], k_strides[4]);
 const bool v_packed = fa_packed_rows<E>(v_row, v_strides[3], v_strides[4]);
 #endif
 
-// Every lane of a simdgroup runs the same number of steps, so the shuffles stay converged.
-for (int first = lo + sg * KEYS_PER_STEP; first < hi; first += NSG * KEYS_PER_STEP) {
+// Each step's K/V are loaded one step ahead (software pipelining): a simdgroup always has a
+// step's loads in flight while it computes. Keys past the block are read as its last key (or
+// key 0 when the block is empty: both always exist) and are scored -inf. Every lane of a
+// simdgroup runs the same steps, so the shuffles stay converged.
+const int last_readable = metal::max(hi, 1) - 1;
+constexpr int STEP_STRIDE = NSG * KEYS_PER_STEP;
+#if FA_QUANTIZED
+fa_code_chunk<E, BITS> k_next[U];
+fa_code_chunk<E, BITS> v_next[U];
+float k_scale_next[U];
+float k_bias_next[U];
+float v_scale_next[U];
+float v_bias_next[U];
+#else
+fa_chunk<T, E> k_next[U];
+fa_chunk<T, E> v_next[U];
+#endif
+for (int first = lo + sg * KEYS_PER_STEP - STEP_STRIDE; first < hi; first += STEP_STRIDE) {
 #if FA_QUANTIZED
   fa_code_chunk<E, BITS> k_val[U];
   fa_code_chunk<E, BITS> v_val[U];
@@ -137,19 +153,29 @@ for (int first = lo + sg * KEYS_PER_STEP; first < hi; first += NSG * KEYS_PER_ST
 #endif
   #pragma unroll
   for (int u = 0; u < U; ++u) {
-    // Keys past the block are read as its last key (always there) and scored -inf below.
-    const int j = metal::min(first + u * SLOTS + slot, hi - 1);
+    k_val[u] = k_next[u];
+    v_val[u] = v_next[u];
 #if FA_QUANTIZED
-    fa_load_codes<E, BITS>(k_row + int64_t(j) * k_codes_strides[3], k_codes_strides[4], chunk_read, k_val[u]);
-    fa_load_codes<E, BITS>(v_row + int64_t(j) * v_codes_strides[3], v_codes_strides[4], chunk_read, v_val[u]);
-    k_scale[u] = float(ks_row[int64_t(j) * k_scales_strides[3]]);
-    k_bias[u] = float(kb_row[int64_t(j) * k_biases_strides[3]]);
-    v_scale[u] = float(vs_row[int64_t(j) * v_scales_strides[3]]);
-    v_bias[u] = float(vb_row[int64_t(j) * v_biases_strides[3]]);
-#else
-    fa_load_chunk<E>(k_row + int64_t(j) * k_strides[3], k_strides[4], k_packed, k_val[u]);
-    fa_load_chunk<E>(v_row + int64_t(j) * v_strides[3], v_strides[4], v_packed, v_val[u]);
+    k_scale[u] = k_scale_next[u];
+    k_bias[u] = k_bias_next[u];
+    v_scale[u] = v_scale_next[u];
+    v_bias[u] = v_bias_next[u];
 #endif
+    const int j = metal::min(first + STEP_STRIDE + u * SLOTS + slot, last_readable);
+#if FA_QUANTIZED
+    fa_load_codes<E, BITS>(k_row + int64_t(j) * k_codes_strides[3], k_codes_strides[4], chunk_read, k_next[u]);
+    fa_load_codes<E, BITS>(v_row + int64_t(j) * v_codes_strides[3], v_codes_strides[4], chunk_read, v_next[u]);
+    k_scale_next[u] = float(ks_row[int64_t(j) * k_scales_strides[3]]);
+    k_bias_next[u] = float(kb_row[int64_t(j) * k_biases_strides[3]]);
+    v_scale_next[u] = float(vs_row[int64_t(j) * v_scales_strides[3]]);
+    v_bias_next[u] = float(vb_row[int64_t(j) * v_biases_strides[3]]);
+#else
+    fa_load_chunk<E>(k_row + int64_t(j) * k_strides[3], k_strides[4], k_packed, k_next[u]);
+    fa_load_chunk<E>(v_row + int64_t(j) * v_strides[3], v_strides[4], v_packed, v_next[u]);
+#endif
+  }
+  if (first < lo) {
+    continue;  // the first iteration only issues the first step's loads
   }
   // Scores of the step's keys. Branch-free from here to the end of the step, so that the
   // compiler can interleave the U * ROWS independent dot products, shuffles and exps.
