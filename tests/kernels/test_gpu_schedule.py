@@ -107,3 +107,22 @@ def test_batch_and_layers_are_bit_identical_to_single_calls(backend):
             one = fa.decode_attention(q[layer, b:b + 1], k[layer, b:b + 1], v[layer, b:b + 1],
                                       mask="causal", backend=backend)
             assert mx.array_equal(out[layer, b:b + 1], one), (layer, b)
+
+
+@pytest.mark.parametrize("layout", ["d_strided", "misaligned", "broadcast_heads"])
+@pytest.mark.parametrize("dtype", [mx.float32, mx.bfloat16])
+def test_kv_layouts_the_vector_loads_cannot_take(backend, layout, dtype):
+    """Rows that are not contiguous, or not 16-byte aligned, or repeat: the element-wise path."""
+    _skip_unless_gpu(backend)
+    B, H_kv, S, D = 2, 2, 700, 64
+    q = mx.random.normal((B, 8, 1, D), key=mx.random.key(1)).astype(dtype)
+    if layout == "d_strided":  # the D axis is the slow one: a transposed buffer
+        k = mx.swapaxes(mx.random.normal((B, H_kv, D, S), key=mx.random.key(2)).astype(dtype), -1, -2)
+        v = mx.swapaxes(mx.random.normal((B, H_kv, D, S), key=mx.random.key(3)).astype(dtype), -1, -2)
+    elif layout == "misaligned":  # rows start 4 elements into a wider buffer
+        k = mx.random.normal((B, H_kv, S, D + 8), key=mx.random.key(2)).astype(dtype)[..., 4:D + 4]
+        v = mx.random.normal((B, H_kv, S, D + 8), key=mx.random.key(3)).astype(dtype)[..., 4:D + 4]
+    else:  # one K/V row broadcast over the kv heads (stride 0)
+        k = mx.broadcast_to(mx.random.normal((B, 1, S, D), key=mx.random.key(2)).astype(dtype), (B, H_kv, S, D))
+        v = mx.broadcast_to(mx.random.normal((B, 1, S, D), key=mx.random.key(3)).astype(dtype), (B, H_kv, S, D))
+    _close(fa.decode_attention(q, k, v, backend=backend), _reference(fa.decode_attention, q, k, v), dtype)
