@@ -5,7 +5,7 @@ for one schedule and prints ptxas' register count and a histogram of SASS opcode
 Needs nvcc, and cuobjdump + nvdisasm on PATH (pip wheels nvidia-cuda-cuobjdump and
 nvidia-cuda-nvdisasm carry them).
 
-    python ci/gpu/sass_stats.py --set SCORE_KEYS_IN_FLIGHT=4 --H_kv 4 --quantized
+    python ci/gpu/sass_stats.py --set KEY_BYTES_IN_FLIGHT=64 --H_kv 4 --quantized
 """
 
 import argparse
@@ -29,7 +29,7 @@ from tests.kernels import nvcc_wrap  # noqa: E402
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                   help="override a schedule constant of fusedattend.gpu, e.g. WINDOW=256")
+                   help="override a schedule constant of fusedattend.gpu, e.g. SIMDGROUPS=8")
     p.add_argument("--D", type=int, default=128)
     p.add_argument("--H_kv", type=int, default=8, help="with H_q = 32: the GQA group size")
     p.add_argument("--dtype", default="bfloat16")

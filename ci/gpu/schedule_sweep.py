@@ -1,11 +1,11 @@
 """Sweep the GPU schedule constants of fusedattend.gpu on decode shapes (H_q=32, H_kv=8, D=128).
 
-Each variant overrides module constants (SCORE_ELEMENTS, SCORE_KEYS_IN_FLIGHT, VALUE_KEYS_IN_FLIGHT,
-SIMDGROUPS, WINDOW, TARGET_BLOCKS, ...). Prints µs per call (best of 5 samples of 20 queued calls),
+Each variant overrides module constants (ELEMENTS_PER_LANE, KEY_BYTES_IN_FLIGHT,
+QUANTIZED_KEYS_IN_FLIGHT, SIMDGROUPS, MAX_ROWS, TARGET_BLOCKS, ...). Prints µs per call (best of 5 samples of 20 queued calls),
 GB/s, the ratio to mx.fast.scaled_dot_product_attention and the max error against the reference
 computed on the CPU stream. Writes $OUT/schedule_sweep.json (or ./schedule_sweep.json).
 
-    python ci/gpu/schedule_sweep.py '{"SCORE_KEYS_IN_FLIGHT": 2}' '{"WINDOW": 256}'
+    python ci/gpu/schedule_sweep.py '{}' '{"KEY_BYTES_IN_FLIGHT": 64}' '{"SIMDGROUPS": 8}'
 """
 import json
 import os

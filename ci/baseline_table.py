@@ -1,0 +1,35 @@
+"""A saved perf baseline (pytest-benchmark JSON from ci/perf.sh record) as a markdown table.
+
+    python ci/baseline_table.py tests/perf/baselines/nvidia-h200/*/0001_nvidia-h200.json
+
+One table per backend and format, one row per B and S: the backend's median µs per call, its GB/s of K/V, and the speed
+ratio against each peer timed in the same run (> 1: ours is faster), then the geometric mean
+of each ratio per format.
+"""
+
+import json
+import math
+import sys
+
+
+def main(path):
+    runs = [dict(b["extra_info"], median=b["stats"]["median"]) for b in json.load(open(path))["benchmarks"]]
+    for backend, fmt in sorted({(e["backend"], e["format"]) for e in runs}):
+        rows = sorted((e for e in runs if (e["backend"], e["format"]) == (backend, fmt)),
+                      key=lambda e: (e["B"], e["S"]))
+        peers = sorted({k[len("ratio_"):] for e in rows for k in e if k.startswith("ratio_")})
+        print(f"\n{fmt}, backend {backend}\n")
+        print("| B | S | µs | GB/s | " + " | ".join(f"vs {p}" for p in peers) + " |")
+        print("|---" * (4 + len(peers)) + "|")
+        for e in rows:
+            ratios = " | ".join(f"{e[f'ratio_{p}']:.2f}x" if f"ratio_{p}" in e else "-" for p in peers)
+            print(f"| {e['B']} | {e['S']} | {e['median'] * 1e6:.1f} | {e['gbps']:.0f} | {ratios} |")
+        means = []
+        for p in peers:
+            r = [e[f"ratio_{p}"] for e in rows if f"ratio_{p}" in e]
+            means.append(f"{math.exp(sum(map(math.log, r)) / len(r)):.2f}x")
+        print("| geometric mean | | | | " + " | ".join(means) + " |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,27 @@
+"""The committed per-chip baselines are complete and readable by ci/baseline_table.py."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BASELINES = sorted((ROOT / "tests/perf/baselines").glob("*/*/*.json"))
+
+
+def test_there_are_baselines():
+    chips = {p.parts[-3] for p in BASELINES}
+    assert {"cpu-amd-epyc-2c", "nvidia-h200"} <= chips
+
+
+@pytest.mark.parametrize("path", BASELINES, ids=lambda p: p.parts[-3])
+def test_baseline_has_every_format_and_a_peer_ratio(path):
+    runs = [b["extra_info"] for b in json.loads(path.read_text())["benchmarks"]]
+    assert {e["format"] for e in runs} == {"bfloat16", "q4"}
+    assert all(e["gbps"] > 0 and any(k.startswith("ratio_") for k in e) for e in runs)
+    table = subprocess.run([sys.executable, str(ROOT / "ci/baseline_table.py"), str(path)],
+                           capture_output=True, text=True, check=True).stdout
+    groups = {(e["backend"], e["format"]) for e in runs}
+    assert table.count("\n| ") == len(runs) + 2 * len(groups)  # + header and mean row per table
