@@ -23,18 +23,6 @@ typedef unsigned short ushort;
 METAL_FUNC float simd_shuffle_xor(float x, ushort mask) {
   return __shfl_xor_sync(0xffffffffu, x, mask);
 }
-METAL_FUNC float simd_max(float x) {
-  for (int offset = 16; offset > 0; offset /= 2) {
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
-  }
-  return x;
-}
-METAL_FUNC float simd_sum(float x) {
-  for (int offset = 16; offset > 0; offset /= 2) {
-    x += __shfl_xor_sync(0xffffffffu, x, offset);
-  }
-  return x;
-}
 
 namespace metal {
 METAL_FUNC float exp(float x) {  // fast, as Metal's exp is (exp(-inf) = 0)

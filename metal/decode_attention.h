@@ -1,7 +1,7 @@
 // Helpers shared by the decode-attention kernels (header of every kernel in this folder).
 //
 // Written in Metal. On NVIDIA, cuda_compat.h is placed before this file and maps the few
-// Metal names used here (address-space qualifiers, METAL_FUNC, simd_* reductions) to CUDA.
+// Metal names used here (address-space qualifiers, METAL_FUNC, metal::exp/max, as_type) to CUDA.
 
 #ifndef METAL_FUNC
 #define METAL_FUNC inline
