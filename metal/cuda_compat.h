@@ -25,15 +25,18 @@ METAL_FUNC float simd_shuffle_xor(float x, ushort mask) {
 }
 
 namespace metal {
-METAL_FUNC float exp(float x) {  // fast, as Metal's exp is (exp(-inf) = 0)
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
-  return y;
-}
 METAL_FUNC float max(float a, float b) { return fmaxf(a, b); }
 METAL_FUNC int max(int a, int b) { return a > b ? a : b; }
 METAL_FUNC int min(int a, int b) { return a < b ? a : b; }
 }  // namespace metal
+
+// fa_exp2 (decode_attention.h): ex2.approx already returns exactly 0 at -inf.
+#define FA_HAVE_EXP2
+METAL_FUNC float fa_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 
 // Metal's bit cast.
 template <typename To, typename From>

@@ -1,7 +1,7 @@
 // Helpers shared by the decode-attention kernels (header of every kernel in this folder).
 //
 // Written in Metal. On NVIDIA, cuda_compat.h is placed before this file and maps the few
-// Metal names used here (address-space qualifiers, METAL_FUNC, metal::exp/max, as_type) to CUDA.
+// Metal names used here (address-space qualifiers, METAL_FUNC, metal::max/min, as_type) to CUDA.
 
 #ifndef METAL_FUNC
 #define METAL_FUNC inline
@@ -42,6 +42,13 @@ METAL_FUNC void fa_load_chunk(Ptr p, int64_t step, bool packed, thread fa_chunk<
 }
 #endif
 
+// 2^x, exactly 0 at x = -inf: a hidden key's weight must be 0, not merely tiny.
+#ifndef FA_HAVE_EXP2
+METAL_FUNC float fa_exp2(float x) {
+  return x == -INFINITY ? 0.0f : metal::exp2(x);
+}
+#endif
+
 // A quantized code as a float without the int-to-float converter (a quarter-rate unit on
 // NVIDIA): 0x4B000000 is 2^23 as a float, whose low mantissa bits then hold the code exactly.
 METAL_FUNC float fa_code_to_float(uint32_t code) {
@@ -75,7 +82,7 @@ METAL_FUNC void fa_load_codes(CodePtr codes, int64_t step, int chunk, thread fa_
   out.first_bit = (first % PER_WORD) * BITS;
 }
 
-// Merge `count` partial online-softmax states: state i has running max m[i * ml_stride],
+// Merge `count` partial online-softmax states (base-2 scores): state i has running max m[i * ml_stride],
 // denominator l[i * ml_stride] and unnormalised output o[i * o_stride]. Returns the merged
 // unnormalised output and sets the merged max and denominator. States that saw no key have
 // m = -inf and weigh nothing. The order is fixed, so the result never depends on scheduling.
@@ -92,7 +99,7 @@ METAL_FUNC float fa_merge_states(
   if (m_all != -INFINITY) {
     for (int i = 0; i < count; ++i) {
       float mi = m[i * ml_stride];
-      float w = (mi == -INFINITY) ? 0.0f : metal::exp(mi - m_all);
+      float w = fa_exp2(mi - m_all);  // 0 for a state that saw no key
       o_all += w * o[i * o_stride];
       l_all += w * l[i * ml_stride];
     }

@@ -80,7 +80,9 @@ int64_t mask_row[ROWS];  // MASK >= 2: offset of row r's mask row
 float q_sum[ROWS];     // sum of this lane's q elements: the bias term of a quantized dot product
 float bias_acc[ROWS];  // sum of weight * V bias of this lane's group, added to acc at the end
 #endif
-const float scale = scalars[0];
+// Scores are kept in base 2: the query carries log2(e), so each weight is one exp2.
+constexpr float LOG2_E = 1.4426950408889634f;
+const float scale = scalars[0] * LOG2_E;
 #pragma unroll
 for (int r = 0; r < ROWS; ++r) {
   const int rr = tile * ROWS + r;
@@ -217,44 +219,72 @@ for (int first = lo + sg * KEYS_PER_STEP - STEP_STRIDE; first < hi; first += STE
           visible = visible && m_val != 0.0f;
         } else {
           visible = visible && m_val > -INFINITY;
-          score[u][r] += m_val;
+          score[u][r] += m_val * LOG2_E;
         }
       }
       score[u][r] = visible ? score[u][r] : -INFINITY;
     }
   }
-  // Online softmax: one rescale per row and step (by 1 when the max did not grow).
+  // Online softmax. The accumulators are rescaled only in a step where some row's max grew
+  // (the factor is exactly 1 otherwise), all rows at once: one branch, rarely taken once the
+  // maxima settle. A row that has seen no key yet takes its weights against 0 (fa_exp2(-inf) = 0).
+  float new_max[ROWS];
+  float weight_base[ROWS];
+  bool grew = false;
   #pragma unroll
   for (int r = 0; r < ROWS; ++r) {
-    float new_max = row_max[r];
+    new_max[r] = row_max[r];
     #pragma unroll
     for (int u = 0; u < U; ++u) {
-      new_max = metal::max(new_max, score[u][r]);
+      new_max[r] = metal::max(new_max[r], score[u][r]);
     }
-    const float rescale = (new_max == -INFINITY) ? 1.0f : metal::exp(row_max[r] - new_max);
-    row_max[r] = new_max;
-    row_sum[r] *= rescale;
+    grew = grew || new_max[r] > row_max[r];
+    weight_base[r] = (new_max[r] == -INFINITY) ? 0.0f : new_max[r];
+  }
+  if (grew) {
+    #pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+      const float rescale = fa_exp2(row_max[r] - weight_base[r]);
+      row_sum[r] *= rescale;
+      #pragma unroll
+      for (int e = 0; e < E; ++e) {
+        acc[r][e] *= rescale;
+      }
+#if FA_QUANTIZED
+      bias_acc[r] *= rescale;
+#endif
+      row_max[r] = new_max[r];
+    }
+  }
+  float weight[U][ROWS];
+  #pragma unroll
+  for (int u = 0; u < U; ++u) {
+    #pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+      weight[u][r] = fa_exp2(score[u][r] - weight_base[r]);
+      row_sum[r] += weight[u][r];
+    }
+  }
+  // Each V element is widened once, then accumulated into every row that sees its key.
+  #pragma unroll
+  for (int u = 0; u < U; ++u) {
+    float v_row[E];
     #pragma unroll
     for (int e = 0; e < E; ++e) {
-      acc[r][e] *= rescale;
+      v_row[e] = v_val[u][e];
     }
-#if FA_QUANTIZED
-    bias_acc[r] *= rescale;
-#endif
     #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const float weight = (score[u][r] == -INFINITY) ? 0.0f : metal::exp(score[u][r] - new_max);
-      row_sum[r] += weight;
-      if (weight != 0.0f) {  // hidden keys never touch the output, NaN rows included
+    for (int r = 0; r < ROWS; ++r) {
+      if (weight[u][r] != 0.0f) {  // hidden keys never touch the output, NaN rows included
 #if FA_QUANTIZED
-        const float scaled = weight * v_scale[u];
-        bias_acc[r] += weight * v_bias[u];
+        const float scaled = weight[u][r] * v_scale[u];
+        bias_acc[r] += weight[u][r] * v_bias[u];
 #else
-        const float scaled = weight;
+        const float scaled = weight[u][r];
 #endif
         #pragma unroll
         for (int e = 0; e < E; ++e) {
-          acc[r][e] += scaled * v_val[u][e];
+          acc[r][e] += scaled * v_row[e];
         }
       }
     }
@@ -273,7 +303,7 @@ for (int r = 0; r < ROWS; ++r) {
   for (int offset = KEY_LANES; offset < 32; offset *= 2) {
     simd_row_max = metal::max(simd_row_max, simd_shuffle_xor(simd_row_max, ushort(offset)));
   }
-  const float w = (row_max[r] == -INFINITY) ? 0.0f : metal::exp(row_max[r] - simd_row_max);
+  const float w = (row_max[r] == -INFINITY) ? 0.0f : fa_exp2(row_max[r] - simd_row_max);
   float sum = row_sum[r] * w;
   float part[E];
   #pragma unroll
