@@ -275,18 +275,24 @@ for (int first = lo + sg * KEYS_PER_STEP - STEP_STRIDE; first < hi; first += STE
     }
     #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
-      if (weight[u][r] != 0.0f) {  // hidden keys never touch the output, NaN rows included
+      // Hidden keys never touch the output, NaN rows included. Codes are always finite, so
+      // for quantized V zeroing a hidden key's scale and bias is enough, and needs no branch.
+      const bool seen = weight[u][r] != 0.0f;
 #if FA_QUANTIZED
-        const float scaled = weight[u][r] * v_scale[u];
-        bias_acc[r] += weight[u][r] * v_bias[u];
+      const float scaled = seen ? weight[u][r] * v_scale[u] : 0.0f;
+      bias_acc[r] += seen ? weight[u][r] * v_bias[u] : 0.0f;
+      #pragma unroll
+      for (int e = 0; e < E; ++e) {
+        acc[r][e] += scaled * v_row[e];
+      }
 #else
-        const float scaled = weight[u][r];
-#endif
+      if (seen) {
         #pragma unroll
         for (int e = 0; e < E; ++e) {
-          acc[r][e] += scaled * v_row[e];
+          acc[r][e] += weight[u][r] * v_row[e];
         }
       }
+#endif
     }
   }
 }
