@@ -1,0 +1,35 @@
+"""A few evaluated calls of each decode op at one shape, for a profiler to look at.
+
+    ncu --clock-control none --metrics gpu__time_duration.sum,... python ci/gpu/probe.py B S
+
+bf16, H_q = 32, H_kv = 8, D = 128, L = 1 (the shapes of issue 5). Each op is called and
+evaluated 3 times on its own: fused bf16, fused 4-bit, mx.fast.scaled_dot_product_attention.
+The kernels' names tell them apart: custom_kernel_fa_* are ours.
+"""
+import sys
+
+import mlx.core as mx
+
+import fusedattend as fa
+
+
+def main():
+    B, S = (int(x) for x in sys.argv[1:3])
+    q = mx.random.normal((B, 32, 1, 128)).astype(mx.bfloat16)
+    k = mx.random.normal((B, 8, S, 128)).astype(mx.bfloat16)
+    v = mx.random.normal((B, 8, S, 128)).astype(mx.bfloat16)
+    kq, vq = fa.quantize_kv(k), fa.quantize_kv(v)
+    mx.eval(q, k, v, kq, vq)
+    ops = {
+        "fused bf16": lambda: fa.decode_attention(q, k, v, backend="cuda"),
+        "fused q4": lambda: fa.quantized_decode_attention(q, kq, vq, backend="cuda"),
+        "mx.fast.sdpa": lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=128 ** -0.5),
+    }
+    for name, op in ops.items():
+        for _ in range(3):
+            mx.eval(op())
+        print(f"probe: {name} B={B} S={S} done", flush=True)
+
+
+if __name__ == "__main__":
+    main()
