@@ -69,8 +69,8 @@ class Problem:
         return NL, B, H_q, keys.shape[2], L, keys.shape[3], D
 
     def unlayer(self, out: mx.array) -> mx.array:
-        """Drop the layer axis again when the caller did not pass one."""
-        return out if self.layered else out[0]
+        """Drop the layer axis again when the caller did not pass one (unless a backend did)."""
+        return out if self.layered or out.ndim == 4 else out[0]
 
 
 def _require_array(x, name):

@@ -116,9 +116,10 @@ def _float32s(*values):
     return mx.array(values, dtype=mx.float32)
 
 
-def decode_launch(problem: Problem, quantized: bool) -> dict:
-    """Everything the split-KV kernel launch needs: name, inputs, template, grid, outputs."""
-    NL, B, H_q, H_kv, L, S, D = problem.shape
+@functools.lru_cache(maxsize=1024)
+def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype, has_ranges, group_size):
+    """The launch of a problem, from what it depends on (cached: a decode step repeats it)."""
+    NL, B, H_q, H_kv, L, S, D = shape
     N = NL * B
     G = H_q // H_kv
     rows = min(_pow2_at_least(G * L), MAX_ROWS)
@@ -131,31 +132,48 @@ def decode_launch(problem: Problem, quantized: bool) -> dict:
     block = block_keys(S)
     NB = math.ceil(S / block)
     threads = SIMDGROUPS * SIMD_WIDTH
-    q = mx.contiguous(problem.q).reshape(N, H_q, L, D)
-
-    kind = problem.mask.kind
-    if kind in ("bool", "additive"):
-        mask = mx.broadcast_to(problem.mask.array, (NL, B, H_q, L, S))  # stride-0 view, no copy
-    else:
-        mask = _placeholder(mx.bool_)
-    ranges = problem.key_ranges if problem.key_ranges is not None else _placeholder(mx.int32)
-    dims = _int32s(L, G, block, int(problem.key_ranges is not None), problem.group_size or 0)
-    common = [mask, ranges, dims, _float32s(problem.scale)]
-    common_names = ("mask", "key_ranges", "dims", "scalars")
     if quantized:
         keys_in_flight = QUANTIZED_KEYS_IN_FLIGHT
     else:  # U: keys each lane loads (K and V) before using any of them
-        keys_in_flight = max(1, min(MAX_KEYS_IN_FLIGHT, KEY_BYTES_IN_FLIGHT // (elements * q.dtype.size)))
-    template = [("T", q.dtype), ("D", D), ("E", elements), ("ROWS", rows), ("U", keys_in_flight),
-                ("NSG", SIMDGROUPS), ("MASK", MASK_KINDS[kind]), ("MT", mask.dtype)]
+        keys_in_flight = max(1, min(MAX_KEYS_IN_FLIGHT, KEY_BYTES_IN_FLIGHT // (elements * dtype.size)))
+    template = [("T", dtype), ("D", D), ("E", elements), ("ROWS", rows), ("U", keys_in_flight),
+                ("NSG", SIMDGROUPS), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype)]
+    if quantized:
+        template += [("BITS", bits), ("ST", scales_dtype)]
+    return dict(
+        template=template,
+        grid=(NB * threads, H_kv * tiles, N),
+        threadgroup=(threads, 1, 1),
+        output_shapes=[(N, H_q, L, NB, D), (N, H_q, L, NB, 2)],
+        output_dtypes=[mx.float32, mx.float32],
+        dims=_int32s(L, G, block, int(has_ranges), group_size or 0),
+    )
+
+
+def decode_launch(problem: Problem, quantized: bool) -> dict:
+    """Everything the split-KV kernel launch needs: name, inputs, template, grid, outputs.
+
+    Queries, keys and values go to the kernel as they are (5-D views, any strides): no copy."""
+    kind = problem.mask.kind
+    if kind in ("bool", "additive"):
+        NL, B, H_q, H_kv, L, S, D = problem.shape
+        mask = mx.broadcast_to(problem.mask.array, (NL, B, H_q, L, S))  # stride-0 view, no copy
+    else:
+        mask = _placeholder(mx.bool_)
+    q = problem.q
+    scales_dtype = problem.k.scales.dtype if quantized else None
+    call = dict(_schedule(problem.shape, q.dtype, quantized, kind, mask.dtype, problem.bits, scales_dtype,
+                          problem.key_ranges is not None, problem.group_size))
+    ranges = problem.key_ranges if problem.key_ranges is not None else _placeholder(mx.int32)
+    common = [mask, ranges, call.pop("dims"), _float32s(problem.scale)]
+    common_names = ("mask", "key_ranges", "dims", "scalars")
     if quantized:
         k, v = problem.k, problem.v
         inputs = [q, k.codes, k.scales, k.biases, v.codes, v.scales, v.biases] + common
         names = ("q", "k_codes", "k_scales", "k_biases", "v_codes", "v_scales", "v_biases") + common_names
-        template += [("BITS", problem.bits), ("ST", k.scales.dtype)]
         for i in (3, 5, 6):  # biases and v's scales in k's scales dtype: ST names the one variant
-            if inputs[i].dtype != k.scales.dtype:
-                inputs[i] = inputs[i].astype(k.scales.dtype)
+            if inputs[i].dtype != scales_dtype:
+                inputs[i] = inputs[i].astype(scales_dtype)
     else:
         inputs = [q, problem.k, problem.v] + common
         names = ("q", "k", "v") + common_names
@@ -164,18 +182,12 @@ def decode_launch(problem: Problem, quantized: bool) -> dict:
         input_names=names,
         output_names=("out_partial", "stats_partial"),
         defines=(("FA_QUANTIZED", int(quantized)),),
-        call=dict(
-            inputs=inputs,
-            template=template,
-            grid=(NB * threads, H_kv * tiles, N),
-            threadgroup=(threads, 1, 1),
-            output_shapes=[(N, H_q, L, NB, D), (N, H_q, L, NB, 2)],
-            output_dtypes=[mx.float32, mx.float32],
-        ),
+        call=dict(inputs=inputs, **call),
     )
 
 
 def _attend(problem: Problem, quantized: bool) -> mx.array:
+    """The output in the caller's form: (B, H_q, L, D), or (NL, B, H_q, L, D) for a layered call."""
     NL, B, H_q, H_kv, L, S, D = problem.shape
     N = NL * B
     if N > MAX_GRID_Z:
@@ -186,17 +198,17 @@ def _attend(problem: Problem, quantized: bool) -> mx.array:
     decode = _kernel(launch["name"], launch["input_names"], launch["output_names"],
                      "decode_attention.metal", launch["defines"])
     out_partial, stats_partial = decode(**launch["call"])
-    q = problem.q
+    dtype = problem.q.dtype
     merge = _kernel("fa_merge_partials", ("out_partial", "stats_partial"), ("out",), "merge_partials.metal")
     (out,) = merge(
         inputs=[out_partial, stats_partial],
-        template=[("T", q.dtype), ("D", D)],
+        template=[("T", dtype), ("D", D)],
         grid=(N * H_q * L * D, 1, 1),
         threadgroup=(D, 1, 1),
-        output_shapes=[(N, H_q, L, D)],
-        output_dtypes=[q.dtype],
+        output_shapes=[problem.q.shape if problem.layered else problem.q.shape[1:]],
+        output_dtypes=[dtype],
     )
-    return out.reshape(NL, B, H_q, L, D)
+    return out
 
 
 def decode_attention(problem: Problem) -> mx.array:

@@ -54,7 +54,7 @@ const int S = k_codes_shape[3];
 const int B = k_shape[1];
 const int S = k_shape[3];
 #endif
-const int H_q = q_shape[1];
+const int H_q = q_shape[2];
 const int NB = (S + block_keys - 1) / block_keys;
 const int layer = n / B;
 const int request = n % B;
@@ -88,14 +88,15 @@ for (int r = 0; r < ROWS; ++r) {
   const int rr = tile * ROWS + r;
   const int head = kv_head * G + rr / L;
   const bool live = rr < group_rows;
-  const int64_t q_off = ((int64_t(n) * H_q + head) * L + rr % L) * D + chunk * E;
+  const auto q_row = q + layer * q_strides[0] + request * q_strides[1] + head * q_strides[2] +
+      (rr % L) * q_strides[3] + chunk_read * E * q_strides[4];
 #if FA_QUANTIZED
   q_sum[r] = 0.0f;
   bias_acc[r] = 0.0f;
 #endif
   #pragma unroll
   for (int e = 0; e < E; ++e) {
-    q_reg[r][e] = (live && chunk_used) ? float(q[q_off + e]) * scale : 0.0f;
+    q_reg[r][e] = (live && chunk_used) ? float(q_row[e * q_strides[4]]) * scale : 0.0f;
     acc[r][e] = 0.0f;
 #if FA_QUANTIZED
     q_sum[r] += q_reg[r][e];
