@@ -2,11 +2,11 @@
 # What a GPU session runs on the H200 (docs/gpu.md), results under $OUT. MLX's CUDA build must
 # already be installed (shared/gpu/stage-mlx-cuda.sh; see README.md).
 #   ci/gpu/h200-session.sh verify     the suites with --backend cuda (property first: its
-#                                     Hypothesis tests are the longest)
+#                                     Hypothesis tests are the longest; SUITE_TESTS picks)
 #   ci/gpu/h200-session.sh sanitize   compute-sanitizer memcheck and racecheck over the parity
 #                                     grids A and Q
 #   ci/gpu/h200-session.sh profile    the schedule sweep, Nsight Compute counters of each decode
-#                                     kernel and MLX's at two shapes, the layer-axis timing
+#                                     kernel and MLX's at two shapes, per-call overhead, the layer axis
 #   ci/gpu/h200-session.sh perf       H200 perf baselines (tests/perf), the benchmark table and plot
 # MLX caches compiled kernels on disk by kernel name only (MLX_PTX_CACHE_DIR): a directory per
 # version of metal/, so that an edited kernel is never served from an earlier build.
@@ -20,8 +20,12 @@ grid=(tests/parity/test_grids.py::test_grid_a_decode_guard tests/parity/test_qua
 case "${1:-}" in
   verify)
     # -v: one line per finished test, so a run cut by the time limit still says what passed.
-    timeout "${SUITE_S:-540}" python3 -m pytest tests/property tests/kernels tests/parity --backend cuda -n 15 \
-      -v -p no:cacheprovider -rf --tb=line --durations=12 -W ignore::pytest_benchmark.logger.PytestBenchmarkWarning \
+    # worksteal: an idle worker takes queued tests from a busy one (the long Hypothesis tests);
+    # --timeout (pytest-timeout): a test still running after it fails with its stack.
+    extra=(); python3 -m pytest --help | grep -q worksteal && extra+=(--dist worksteal)
+    python3 -m pytest --help | grep -q -- "--timeout=" && extra+=(--timeout "${TEST_S:-400}")
+    timeout "${SUITE_S:-540}" python3 -m pytest ${SUITE_TESTS:-tests/property tests/kernels tests/parity} --backend cuda -n 15 "${extra[@]}" \
+      -v -p no:cacheprovider -rf --tb=short --durations=12 -W ignore::pytest_benchmark.logger.PytestBenchmarkWarning \
       > "$OUT/suite.log" 2>&1; echo "suite rc=$?" >> "$OUT/suite.log"
     grep -oE "(PASSED|FAILED|ERROR) tests/[a-z]+" "$OUT/suite.log" | sort | uniq -c; tail -2 "$OUT/suite.log" ;;
   sanitize)
@@ -39,6 +43,7 @@ case "${1:-}" in
         > "$OUT/ncu_${shape// /_}.csv" 2>&1
       python3 ci/gpu/ncu_table.py "$OUT/ncu_${shape// /_}.csv"
     done
+    timeout 60 python3 ci/gpu/overhead.py 1 2048; timeout 60 python3 ci/gpu/overhead.py 32 2048
     timeout 60 python3 ci/gpu/layer_axis.py ;;
   perf)
     timeout "${PERF_S:-200}" ci/perf.sh record --backend cuda > "$OUT/perf_record.log" 2>&1; echo "perf rc=$?" | tee -a "$OUT/perf_record.log"

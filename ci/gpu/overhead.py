@@ -1,0 +1,50 @@
+"""Where a small decode call's time goes: µs per call (best of 5 samples of 20 queued calls).
+
+    python ci/gpu/overhead.py [B S]       # default B=1, S=2048 (bf16, H_q=32, H_kv=8, D=128)
+
+Rows, each cumulative over the one before: a custom kernel that does nothing (MLX's floor
+per kernel), the decode kernel alone, decode + merge (the launch without argument checks), the
+public call; and mx.fast.scaled_dot_product_attention for comparison. Writes $OUT/overhead.json.
+"""
+import json
+import os
+import sys
+
+import mlx.core as mx
+
+import fusedattend as fa
+from fusedattend import gpu
+from fusedattend._problem import plain_problem
+
+sys.path.insert(0, os.path.dirname(__file__))
+from schedule_sweep import bench  # noqa: E402
+
+
+def main():
+    B, S = (int(x) for x in sys.argv[1:3]) if len(sys.argv) > 2 else (1, 2048)
+    q = mx.random.normal((B, 32, 1, 128)).astype(mx.bfloat16)
+    k = mx.random.normal((B, 8, S, 128)).astype(mx.bfloat16)
+    v = mx.random.normal((B, 8, S, 128)).astype(mx.bfloat16)
+    mx.eval(q, k, v)
+    problem = plain_problem(q, k, v, None, None, None)
+    launch = gpu.decode_launch(problem, quantized=False)
+    decode = gpu._kernel(launch["name"], launch["input_names"], launch["output_names"],
+                         "decode_attention.metal", launch["defines"])
+    empty = mx.fast.cuda_kernel(name="fa_empty", input_names=["x"], output_names=["y"], source="y[0] = 0.0f;")
+    rows = {
+        "empty custom kernel": lambda: empty(inputs=[q], grid=(32, 1, 1), threadgroup=(32, 1, 1),
+                                             output_shapes=[(1,)], output_dtypes=[mx.float32])[0],
+        "decode kernel": lambda: decode(**launch["call"])[0],
+        "decode + merge (no checks)": lambda: gpu.decode_attention(problem),
+        "fa.decode_attention": lambda: fa.decode_attention(q, k, v, backend="cuda"),
+        "mx.fast.sdpa": lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=128 ** -0.5),
+    }
+    result = {name: round(bench(fn), 1) for name, fn in rows.items()}
+    result.update(B=B, S=S)
+    print(json.dumps(result), flush=True)
+    with open(os.path.join(os.environ.get("OUT", "."), f"overhead_{B}_{S}.json"), "w") as f:
+        json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
