@@ -8,10 +8,13 @@
 //   every scaled query row and of every output accumulator, in registers. A simdgroup works on
 //   SLOTS = 32 / KEY_LANES keys side by side and U keys per slot. A step's 2 * U loads are
 //   issued one step ahead, so that loads are always in flight.
-//   Each slot runs its own online softmax per row, one rescale per step: dot products reduced
-//   over a key's lanes by shuffles, weighted V rows accumulated; hidden keys never touch the
-//   output. No branch inside a step, so the U * ROWS chains interleave; no barrier until the
-//   end, where slots merge by shuffles and simdgroups through threadgroup memory. Blocks merge in merge_partials.metal. `block` depends on S only (never on B or NL),
+//   Each slot runs its own online softmax per row in base 2 (the query carries log2 e): dot
+//   products reduced over a key's lanes by shuffles, one exp2 per weight, weighted V rows
+//   accumulated; hidden keys never touch the output. The accumulators are rescaled only in a
+//   step where a row's max grew (one branch, rarely taken once the maxima settle); otherwise a
+//   step is branch-free, so the U * ROWS chains interleave. No barrier until the end, where
+//   slots merge by shuffles and simdgroups through threadgroup memory. Blocks merge in
+//   merge_partials.metal. `block` depends on S only (never on B or NL),
 //   so each request's arithmetic is the same in any batch.
 //
 // Body of mx.fast.metal_kernel / mx.fast.cuda_kernel (fusedattend/gpu.py builds both from this
