@@ -8,6 +8,7 @@ live (the default device); FUSEDATTEND_BACKEND overrides that choice.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 
@@ -27,6 +28,7 @@ _MODULES = {"reference": "reference", "cpu": "cpu", "metal": "gpu", "cuda": "gpu
 CPU_MIN_KV_ELEMENTS = 1 << 17
 
 
+@functools.lru_cache(maxsize=None)  # fixed for the process; looking costs 2-3 us a call
 def _is_available(name: str) -> bool:
     if name == "reference":
         return True
