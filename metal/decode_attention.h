@@ -82,10 +82,10 @@ METAL_FUNC void fa_load_codes(CodePtr codes, int64_t step, int chunk, thread fa_
   out.first_bit = (first % PER_WORD) * BITS;
 }
 
-// Merge `count` partial online-softmax states (base-2 scores): state i has running max m[i * ml_stride],
-// denominator l[i * ml_stride] and unnormalised output o[i * o_stride]. Returns the merged
-// unnormalised output and sets the merged max and denominator. States that saw no key have
-// m = -inf and weigh nothing. The order is fixed, so the result never depends on scheduling.
+// Merge `count` partial online-softmax states (scores in base 2): state i has running max
+// m[i * ml_stride], denominator l[i * ml_stride] and unnormalised output o[i * o_stride]. Returns
+// the merged unnormalised output and sets the merged max and denominator. States that saw no key
+// have m = -inf and weigh nothing. The order is fixed, so the result never depends on scheduling.
 template <typename PM, typename PO>
 METAL_FUNC float fa_merge_states(
     PM m, PM l, int ml_stride, PO o, int o_stride, int count,
