@@ -2,9 +2,11 @@
 
     python ci/gpu/overhead.py [B S]       # default B=1, S=2048 (bf16, H_q=32, H_kv=8, D=128)
 
-Rows, each cumulative over the one before: a custom kernel that does nothing (MLX's floor
-per kernel), the decode kernel alone, decode + merge (the launch without argument checks), the
-public call; and mx.fast.scaled_dot_product_attention for comparison. Writes $OUT/overhead.json.
+Rows: a custom kernel that does nothing (MLX's floor per kernel); two such kernels, independent
+and with the second reading the first's output (what a dependency between launches costs); the
+decode kernel alone; the merge kernel alone, on partials evaluated beforehand; decode + merge
+(the launch without argument checks); the public call; mx.fast.scaled_dot_product_attention for
+comparison. Writes $OUT/overhead_B_S.json.
 """
 import json
 import os
@@ -30,11 +32,23 @@ def main():
     launch = gpu.decode_launch(problem, quantized=False)
     decode = gpu._kernel(launch["name"], launch["input_names"], launch["output_names"],
                          "decode_attention.metal", launch["defines"])
-    empty = mx.fast.cuda_kernel(name="fa_empty", input_names=["x"], output_names=["y"], source="y[0] = 0.0f;")
+    empty_kernel = mx.fast.cuda_kernel(name="fa_empty", input_names=["x"], output_names=["y"], source="y[0] = 0.0f;")
+
+    def empty(x):
+        return empty_kernel(inputs=[x], grid=(32, 1, 1), threadgroup=(32, 1, 1),
+                            output_shapes=[(1,)], output_dtypes=[mx.float32])[0]
+
+    partials = decode(**launch["call"])
+    mx.eval(partials)
+    merge = gpu._kernel("fa_merge_partials", ("out_partial", "stats_partial"), ("out",), "merge_partials.metal")
     rows = {
-        "empty custom kernel": lambda: empty(inputs=[q], grid=(32, 1, 1), threadgroup=(32, 1, 1),
-                                             output_shapes=[(1,)], output_dtypes=[mx.float32])[0],
+        "empty custom kernel": lambda: empty(q),
+        "two independent empty kernels": lambda: [empty(q), empty(k)],
+        "two dependent empty kernels": lambda: empty(empty(q)),
         "decode kernel": lambda: decode(**launch["call"])[0],
+        "merge kernel": lambda: merge(inputs=list(partials), template=[("T", q.dtype), ("D", 128)],
+                                      grid=(B * 32 * 128, 1, 1), threadgroup=(128, 1, 1),
+                                      output_shapes=[q.shape], output_dtypes=[q.dtype])[0],
         "decode + merge (no checks)": lambda: gpu.decode_attention(problem),
         "fa.decode_attention": lambda: fa.decode_attention(q, k, v, backend="cuda"),
         "mx.fast.sdpa": lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=128 ** -0.5),
