@@ -15,7 +15,6 @@ Shapes (after normalisation):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
 import mlx.core as mx
@@ -37,8 +36,7 @@ class QuantizedKV(NamedTuple):
     biases: mx.array
 
 
-@dataclass(frozen=True)
-class Mask:
+class Mask(NamedTuple):
     """kind is "none", "causal", "bool" (True = attend) or "additive" (-inf = hidden).
 
     `array` is None for "none" and "causal"; otherwise a 5-D array broadcastable to
@@ -49,8 +47,11 @@ class Mask:
     array: Optional[mx.array] = None
 
 
-@dataclass(frozen=True)
-class Problem:
+NO_MASK = Mask("none")
+CAUSAL_MASK = Mask("causal")
+
+
+class Problem(NamedTuple):  # a NamedTuple: immutable, and 4x cheaper to build than a frozen dataclass
     q: mx.array
     k: object  # mx.array, or QuantizedKV for the quantized entry point
     v: object
@@ -157,11 +158,11 @@ def _scale(scale, D):
 def _mask(mask, target_shape):
     """Validate `mask` against (NL, B, H_q, L, S) and return a Mask with a 5-D array."""
     if mask is None:
-        return Mask("none")
+        return NO_MASK
     if isinstance(mask, str):
         if mask != "causal":
             raise ValueError(f'mask must be None, "causal" or an array, got the string {mask!r}')
-        return Mask("causal")
+        return CAUSAL_MASK
     if not isinstance(mask, mx.array):
         raise TypeError(
             f'mask must be None, "causal", a boolean array or an additive float array, '
