@@ -1,0 +1,168 @@
+// cpu_compat.h: lets the Metal kernel bodies of metal/ compile as plain C++ and run on the CPU,
+// one fiber per GPU thread, for tests on machines without a GPU (tests/kernels/cpu_emulator.py).
+//
+// Threadgroups run one after another. `threadgroup` arrays become function statics (one
+// threadgroup alive at a time shares them), threadgroup_barrier is a barrier of the
+// threadgroup's threads, and simd_shuffle_xor exchanges values through a per-simdgroup buffer
+// between two barriers of its 32 lanes. That needs the lanes of a simdgroup to reach every
+// shuffle together, which is the rule the kernels follow on the GPU as well. Nothing of the
+// kernels' own text changes: metal/decode_attention.h's generic (Metal) helpers are the ones
+// compiled here, so this also checks the parts that only the Metal build uses.
+#pragma once
+
+#include <ucontext.h>
+
+#include <functional>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+typedef unsigned int uint;
+typedef unsigned short ushort;
+struct uint3 {
+  uint x, y, z;
+};
+
+// bfloat16 with round-to-nearest-even, as MLX stores it; half is the compiler's _Float16.
+struct bfloat16_t {
+  uint16_t bits;
+  bfloat16_t() = default;
+  bfloat16_t(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    bits = std::isnan(f) ? uint16_t(0x7FC0) : uint16_t((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+  }
+  operator float() const {
+    uint32_t u = uint32_t(bits) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+};
+typedef _Float16 half;
+
+namespace metal {
+inline float max(float a, float b) { return std::fmax(a, b); }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline int min(int a, int b) { return a < b ? a : b; }
+inline float exp2(float x) { return std::exp2(x); }
+}  // namespace metal
+
+template <typename To, typename From>
+inline To as_type(From x) {
+  To out;
+  std::memcpy(&out, &x, sizeof(To));
+  return out;
+}
+
+// The emulated machine. A threadgroup's threads are fibers (ucontext) of one OS thread, run in
+// turn: a thread runs until it waits at a barrier, then the next one runs. Cheap switches
+// instead of OS threads, and the same result on any number of cores.
+struct fa_cpu_barrier {
+  uint count, arrived = 0, generation = 0;
+  void wait();
+};
+struct fa_cpu_group {
+  std::function<void(uint3, uint)> body;
+  uint3 position;
+  std::vector<ucontext_t> contexts;
+  std::vector<std::unique_ptr<char[]>> stacks;
+  fa_cpu_barrier threadgroup_sync;
+  std::vector<fa_cpu_barrier> simd_sync;
+  std::vector<float> simd_values;
+  uint finished = 0;
+  ucontext_t launcher;
+};
+inline fa_cpu_group* fa_cpu_current = nullptr;
+inline uint fa_cpu_tid = 0;  // the GPU thread now running
+
+inline void fa_cpu_yield() {
+  fa_cpu_group& g = *fa_cpu_current;
+  const uint from = fa_cpu_tid;
+  fa_cpu_tid = (from + 1) % g.contexts.size();
+  swapcontext(&g.contexts[from], &g.contexts[fa_cpu_tid]);
+}
+
+inline void fa_cpu_barrier::wait() {
+  const uint gen = generation;
+  if (++arrived == count) {
+    arrived = 0;
+    ++generation;
+    return;
+  }
+  while (generation == gen) {
+    fa_cpu_yield();
+  }
+}
+
+inline void fa_cpu_entry() {
+  fa_cpu_group& g = *fa_cpu_current;
+  g.body(g.position, fa_cpu_tid);
+  if (++g.finished == g.contexts.size()) {
+    setcontext(&g.launcher);  // the last thread out returns to the launch
+  }
+  while (true) {
+    fa_cpu_yield();  // finished: only pass the turn on
+  }
+}
+
+enum class mem_flags { mem_none, mem_device, mem_threadgroup };
+inline void threadgroup_barrier(mem_flags) {
+  fa_cpu_current->threadgroup_sync.wait();
+}
+
+inline float simd_shuffle_xor(float x, ushort mask) {
+  const uint sg = fa_cpu_tid / 32, lane = fa_cpu_tid % 32;
+  float* values = fa_cpu_current->simd_values.data() + sg * 32;
+  values[lane] = x;
+  fa_cpu_current->simd_sync[sg].wait();
+  const float y = values[lane ^ mask];
+  fa_cpu_current->simd_sync[sg].wait();
+  return y;
+}
+
+// Runs body(threadgroup position, thread index) for every thread of every threadgroup.
+template <typename Body>
+inline void fa_cpu_launch(uint3 groups, uint threads, Body body) {
+  constexpr size_t STACK_BYTES = 256 * 1024;
+  fa_cpu_group g;
+  g.body = body;
+  g.contexts.resize(threads);
+  for (uint t = 0; t < threads; ++t) {
+    g.stacks.emplace_back(new char[STACK_BYTES]);
+  }
+  g.threadgroup_sync.count = threads;
+  g.simd_sync.resize((threads + 31) / 32);
+  for (auto& b : g.simd_sync) {
+    b.count = 32;
+  }
+  g.simd_values.resize(threads + 32);
+  fa_cpu_current = &g;
+  for (uint z = 0; z < groups.z; ++z) {
+    for (uint y = 0; y < groups.y; ++y) {
+      for (uint x = 0; x < groups.x; ++x) {
+        g.position = uint3{x, y, z};
+        g.finished = 0;
+        for (uint t = 0; t < threads; ++t) {
+          getcontext(&g.contexts[t]);
+          g.contexts[t].uc_stack.ss_sp = g.stacks[t].get();
+          g.contexts[t].uc_stack.ss_size = STACK_BYTES;
+          g.contexts[t].uc_link = nullptr;
+          makecontext(&g.contexts[t], fa_cpu_entry, 0);
+        }
+        fa_cpu_tid = 0;
+        swapcontext(&g.launcher, &g.contexts[0]);
+      }
+    }
+  }
+  fa_cpu_current = nullptr;
+}
+
+// Metal's address-space qualifiers, last, so that they do not reach the library headers above.
+#define METAL_FUNC inline
+#define thread
+#define device
+#define constant
+#define threadgroup static

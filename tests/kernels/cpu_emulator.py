@@ -1,0 +1,156 @@
+"""The GPU backend with its kernels run on the CPU: every metal/ body compiled as C++ (g++) behind
+tests/kernels/cpu_compat.h, one fiber per GPU thread.
+
+    with emulated_gpu():                       # patches fusedattend for the block
+        out = fusedattend.decode_attention(q, k, v, backend="cuda")
+
+Everything of fusedattend/gpu.py runs as it does on a GPU (schedule, launch set-up, both
+launches); only `mx.fast.metal_kernel` / `mx.fast.cuda_kernel` are replaced by a stand-in that
+compiles the same Metal source for the host. So machines without a GPU, CI included, check the
+kernels' logic: exp2 is the C library's rather than the GPU's approximation, everything else is
+the kernels' own arithmetic in the kernels' order. Slow (one fiber per GPU thread, in turn): keep shapes small.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+
+from fusedattend import backends, gpu
+
+COMPAT = Path(__file__).with_name("cpu_compat.h")
+CPP_TYPES = {
+    mx.float32: "float", mx.float16: "half", mx.bfloat16: "bfloat16_t",
+    mx.uint32: "uint32_t", mx.int32: "int32_t", mx.bool_: "bool",
+}
+STORAGE = {  # numpy dtype holding each MLX dtype's bits
+    mx.float32: np.float32, mx.float16: np.float16, mx.bfloat16: np.uint16,
+    mx.uint32: np.uint32, mx.int32: np.int32, mx.bool_: np.bool_,
+}
+THREAD_ATTRIBUTES = """
+const uint3 threadgroup_position_in_grid = fa_group;
+const uint thread_index_in_threadgroup = fa_thread;
+const uint thread_index_in_simdgroup = fa_thread % 32;
+const uint simdgroup_index_in_threadgroup = fa_thread / 32;
+"""
+
+
+def compiler_available() -> bool:
+    return shutil.which("g++") is not None
+
+
+def _to_numpy(x: mx.array) -> np.ndarray:
+    """x's elements in row-major order, bit for bit (bfloat16 as uint16)."""
+    if x.dtype == mx.bfloat16:
+        x = x.view(mx.uint16)
+    return np.ascontiguousarray(np.array(x))
+
+
+def _from_numpy(a: np.ndarray, dtype) -> mx.array:
+    out = mx.array(a)
+    return out.view(mx.bfloat16) if dtype == mx.bfloat16 else out
+
+
+def _program(body, header, inputs, output_names, output_dtypes, template):
+    """C++ text: `run(args, groups, threads)` unpacks the buffers as the kernel names them."""
+    lines = [COMPAT.read_text(), header,
+             'extern "C" void run(void** args, const unsigned* groups, unsigned threads) {']
+    slot = 0
+
+    def take(ctype, name):
+        nonlocal slot
+        lines.append(f"  auto {name} = static_cast<{ctype}*>(args[{slot}]);")
+        slot += 1
+
+    for name, dtype in inputs:
+        take(f"const {CPP_TYPES[dtype]}", name)
+        if name + "_shape" in body:
+            take("const int32_t", name + "_shape")
+        if name + "_strides" in body:
+            take("const int64_t", name + "_strides")
+    for name, dtype in zip(output_names, output_dtypes):
+        take(CPP_TYPES[dtype], name)
+    lines.append("  fa_cpu_launch(uint3{groups[0], groups[1], groups[2]}, threads,"
+                 " [&](uint3 fa_group, uint fa_thread) {")
+    for key, value in template:
+        if isinstance(value, bool):
+            lines.append(f"constexpr bool {key} = {'true' if value else 'false'};")
+        elif isinstance(value, int):
+            lines.append(f"constexpr int {key} = {value};")
+        else:
+            lines.append(f"using {key} = {CPP_TYPES[value]};")
+    lines += [THREAD_ATTRIBUTES, body, "  });", "}"]
+    return "\n".join(lines)
+
+
+def _build(text: str) -> ctypes.CDLL:
+    """Compile once per distinct program (cached on disk by its hash)."""
+    cache = Path(tempfile.gettempdir()) / "fusedattend-cpu-kernels"
+    cache.mkdir(exist_ok=True)
+    lib = cache / (hashlib.sha256(text.encode()).hexdigest()[:24] + ".so")
+    if not lib.exists():
+        src = lib.with_suffix(".cpp")
+        src.write_text(text)
+        tmp = lib.with_suffix(f".{id(text)}.tmp")
+        proc = subprocess.run(["g++", "-std=c++20", "-O1", "-w", "-shared", "-fPIC", "-pthread",
+                               str(src), "-o", str(tmp)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"g++ failed on {src}:\n{proc.stderr[-4000:]}")
+        tmp.replace(lib)
+    return ctypes.CDLL(str(lib))
+
+
+class EmulatedKernel:
+    """Called as an mx.fast.metal_kernel / cuda_kernel object is; runs on the CPU."""
+
+    def __init__(self, name, input_names, output_names, body_file, defines=()):
+        self.input_names, self.output_names = list(input_names), list(output_names)
+        self.body_file, self.defines = body_file, defines
+
+    def __call__(self, *, inputs, template, grid, threadgroup, output_shapes, output_dtypes, **_):
+        body, header = gpu.kernel_sources(self.body_file, self.defines)  # the Metal form
+        program = _program(body, header, list(zip(self.input_names, [x.dtype for x in inputs])),
+                           self.output_names, output_dtypes, template)
+        run = _build(program).run
+        keep, args = [], []  # numpy buffers stay alive until the call returns
+
+        def push(a):
+            keep.append(a)
+            args.append(a.ctypes.data_as(ctypes.c_void_p))
+
+        for name, x in zip(self.input_names, inputs):
+            a = _to_numpy(x)
+            push(a)
+            if name + "_shape" in body:
+                push(np.array(x.shape, dtype=np.int32))
+            if name + "_strides" in body:
+                push(np.array([s // a.itemsize for s in a.strides], dtype=np.int64))
+        outs = [np.zeros(shape, dtype=STORAGE[dtype]) for shape, dtype in zip(output_shapes, output_dtypes)]
+        for a in outs:
+            push(a)
+        groups = [(g + t - 1) // t for g, t in zip(grid, threadgroup)]  # grid counts threads
+        threads = threadgroup[0] * threadgroup[1] * threadgroup[2]
+        run((ctypes.c_void_p * len(args))(*args), (ctypes.c_uint * 3)(*groups), ctypes.c_uint(threads))
+        return [_from_numpy(a, dtype) for a, dtype in zip(outs, output_dtypes)]
+
+
+@contextlib.contextmanager
+def emulated_gpu():
+    """Within the block, backend="cuda" is available and runs fusedattend.gpu with every kernel
+    emulated (the Metal form of its body, compiled for the host)."""
+    saved = gpu._kernel, gpu.on_metal, backends._is_available
+    real = backends._is_available
+    gpu._kernel, gpu.on_metal = EmulatedKernel, (lambda: True)
+    backends._is_available = lambda name: name == "cuda" or real(name)
+    try:
+        yield
+    finally:
+        gpu._kernel, gpu.on_metal, backends._is_available = saved

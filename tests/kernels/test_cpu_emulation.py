@@ -1,0 +1,57 @@
+"""The GPU kernels' logic, checked where there is no GPU: fusedattend.gpu with every metal/ body
+compiled for the host and run one fiber per GPU thread (tests/kernels/cpu_emulator.py).
+
+The same properties as on a GPU, on small shapes: parity with the float64 oracle (pinned
+schedule edges and drawn cases), and bit-exact batch and layer invariance. A change to a kernel
+is checked here, CI included, before it reaches a GPU.
+"""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.kernels.cpu_emulator import compiler_available, emulated_gpu
+from tests.property.strategies import (
+    attention_cases, edge_case, examples, pinned, pinned_cases, pinned_quantized_cases, quantized_cases,
+)
+from tests.property.test_batch_invariance import _check_layers, _check_requests
+from tests.property.test_online_softmax_parity import check_parity
+
+pytestmark = pytest.mark.skipif(not compiler_available(), reason="g++ not installed here")
+
+# Short S around the key-block size (gpu.MIN_BLOCK = 128) and the step of 16 keys.
+SHORT_S = (1, 2, 3, 15, 17, 63, 127, 128, 129, 255, 257)
+LAYERED = [edge_case(NL=1, S=127, layered=True, mask="causal"),
+           edge_case(NL=3, B=2, S=130, L=3, layered=True, mask="bool_hidden_row")]
+
+
+@st.composite
+def short_cases(draw, layered=None):
+    """Plain or quantized cases of every kind the suites draw, with short key sequences."""
+    S = draw(st.sampled_from(SHORT_S))
+    if draw(st.booleans()):
+        return draw(quantized_cases(S=S, layered=layered))
+    return draw(attention_cases(S=S, layered=layered, max_B=2, max_NL=2))
+
+
+@pinned(pinned_cases() + pinned_quantized_cases() + LAYERED)
+@examples(0.4)
+@given(case=short_cases())
+def test_emulated_kernels_match_oracle(case):
+    with emulated_gpu():
+        check_parity(case, "cuda")
+
+
+@examples(0.2)
+@given(case=short_cases())
+def test_emulated_batch_equals_per_request(case):
+    with emulated_gpu():
+        _check_requests(case, "cuda")
+
+
+@pinned(LAYERED)
+@examples(0.2)
+@given(case=short_cases(layered=True))
+def test_emulated_layer_call_equals_stacked_layers(case):
+    with emulated_gpu():
+        _check_layers(case, "cuda")
