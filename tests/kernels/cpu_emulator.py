@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -96,10 +97,10 @@ def _build(text: str) -> ctypes.CDLL:
     cache = Path(tempfile.gettempdir()) / "fusedattend-cpu-kernels"
     cache.mkdir(exist_ok=True)
     lib = cache / (hashlib.sha256(text.encode()).hexdigest()[:24] + ".so")
-    if not lib.exists():
-        src = lib.with_suffix(".cpp")
+    if not lib.exists():  # xdist workers may build the same program at once: private names
+        src = lib.with_suffix(f".{os.getpid()}.cpp")
         src.write_text(text)
-        tmp = lib.with_suffix(f".{id(text)}.tmp")
+        tmp = lib.with_suffix(f".{os.getpid()}.tmp")
         proc = subprocess.run(["g++", "-std=c++20", "-O1", "-w", "-shared", "-fPIC", "-pthread",
                                str(src), "-o", str(tmp)], capture_output=True, text=True)
         if proc.returncode != 0:
