@@ -41,6 +41,7 @@ def _is_available(name: str) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=None)  # import_module costs about 2 us a call even when loaded
 def _module(modname: str):
     try:
         return importlib.import_module(f"fusedattend.{modname}")
