@@ -29,6 +29,10 @@ MAX_ROW_ELEMENTS = 32  # ROWS * E: floats of scaled query (and as many of output
 MIN_BLOCK, MAX_BLOCK = 128, 1024
 TARGET_BLOCKS = 32  # key blocks per (request, kv head) when S allows: fills 132 SMs at B = 1
 MAX_GRID_Z = 65535  # CUDA's limit on gridDim.z (the layer x request axis)
+# Up to this S one block takes every key and the decode kernel writes the output itself: one
+# launch instead of two. 0 (never) until it is timed on a GPU; it depends on S only, as the
+# block does, so batched output stays bit-identical to the per-request loop.
+SINGLE_PASS_MAX_S = 0
 
 KERNEL_FILES = ("decode_attention.metal", "merge_partials.metal")
 HEADER_FILES = ("decode_attention.h",)
@@ -117,7 +121,8 @@ def _float32s(*values):
 
 
 @functools.lru_cache(maxsize=1024)
-def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype, has_ranges, group_size):
+def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype, has_ranges, group_size,
+              single_pass, out_shape):
     """The launch of a problem, from what it depends on (cached: a decode step repeats it)."""
     NL, B, H_q, H_kv, L, S, D = shape
     N = NL * B
@@ -129,7 +134,7 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
     elements = max(min_elements, min(ELEMENTS_PER_LANE, MAX_ROW_ELEMENTS // rows))
     rows = max(1, min(rows, MAX_ROW_ELEMENTS // elements))
     tiles = math.ceil(G * L / rows)
-    block = block_keys(S)
+    block = S if single_pass else block_keys(S)
     NB = math.ceil(S / block)
     threads = SIMDGROUPS * SIMD_WIDTH
     if quantized:
@@ -144,8 +149,8 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
         template=template,
         grid=(NB * threads, H_kv * tiles, N),
         threadgroup=(threads, 1, 1),
-        output_shapes=[(N, H_q, L, NB, D), (N, H_q, L, NB, 2)],
-        output_dtypes=[mx.float32, mx.float32],
+        output_shapes=[out_shape] if single_pass else [(N, H_q, L, NB, D), (N, H_q, L, NB, 2)],
+        output_dtypes=[dtype] if single_pass else [mx.float32, mx.float32],
         dims=_int32s(L, G, block, int(has_ranges), group_size or 0),
     )
 
@@ -162,8 +167,10 @@ def decode_launch(problem: Problem, quantized: bool) -> dict:
         mask = _placeholder(mx.bool_)
     q = problem.q
     scales_dtype = problem.k.scales.dtype if quantized else None
+    single_pass = problem.shape[5] <= SINGLE_PASS_MAX_S
+    out_shape = q.shape if problem.layered else q.shape[1:]
     call = dict(_schedule(problem.shape, q.dtype, quantized, kind, mask.dtype, problem.bits, scales_dtype,
-                          problem.key_ranges is not None, problem.group_size))
+                          problem.key_ranges is not None, problem.group_size, single_pass, out_shape))
     ranges = problem.key_ranges if problem.key_ranges is not None else _placeholder(mx.int32)
     common = [mask, ranges, call.pop("dims"), _float32s(problem.scale)]
     common_names = ("mask", "key_ranges", "dims", "scalars")
@@ -177,11 +184,14 @@ def decode_launch(problem: Problem, quantized: bool) -> dict:
     else:
         inputs = [q, problem.k, problem.v] + common
         names = ("q", "k", "v") + common_names
+    name = "fa_quantized_decode_attention" if quantized else "fa_decode_attention"
     return dict(
-        name="fa_quantized_decode_attention" if quantized else "fa_decode_attention",
+        # MLX caches a compiled kernel by name and template arguments only: each variant of the
+        # defines needs a name of its own.
+        name=name + "_single_pass" if single_pass else name,
         input_names=names,
-        output_names=("out_partial", "stats_partial"),
-        defines=(("FA_QUANTIZED", int(quantized)),),
+        output_names=("out",) if single_pass else ("out_partial", "stats_partial"),
+        defines=(("FA_QUANTIZED", int(quantized)), ("FA_SINGLE_PASS", int(single_pass))),
         call=dict(inputs=inputs, **call),
     )
 
@@ -197,6 +207,8 @@ def _attend(problem: Problem, quantized: bool) -> mx.array:
     launch = decode_launch(problem, quantized)
     decode = _kernel(launch["name"], launch["input_names"], launch["output_names"],
                      "decode_attention.metal", launch["defines"])
+    if launch["output_names"] == ("out",):  # single pass: the decode kernel wrote the output
+        return decode(**launch["call"])[0]
     out_partial, stats_partial = decode(**launch["call"])
     dtype = problem.q.dtype
     merge = _kernel("fa_merge_partials", ("out_partial", "stats_partial"), ("out",), "merge_partials.metal")

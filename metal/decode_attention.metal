@@ -20,7 +20,8 @@
 // Body of mx.fast.metal_kernel / mx.fast.cuda_kernel (fusedattend/gpu.py builds both from this
 // file). Compile-time: T (q/k/v dtype), D, E, ROWS, U, NSG, MASK (0 none, 1 causal, 2 boolean,
 // 3 additive), MT (mask dtype); quantized K/V: BITS, ST (scales dtype). FA_QUANTIZED (0/1),
-// defined before this body, selects the K/V inputs. Run-time (dims[] int32): L, G, block, has
+// defined before this body, selects the K/V inputs; FA_SINGLE_PASS (0/1) writes the normalised
+// output `out` instead of the block's partial state, for a launch whose one block holds every key. Run-time (dims[] int32): L, G, block, has
 // key ranges, group size: values that change with the call (block with S) or that would
 // multiply the variants without changing the inner loop.
 
@@ -352,11 +353,17 @@ for (int r = 0; r < ROWS; ++r) {
       float m_all;
       float l_all;
       const float o = fa_merge_states(tg_max, tg_sum, 1, tg_acc + d, D, NSG, m_all, l_all);
+#if FA_SINGLE_PASS
+      // One block holds every key: normalise here, as merge_partials.metal would (a single
+      // state merges with weight exactly 1), and skip the second launch.
+      out[row * D + d] = static_cast<T>(l_all > 0.0f ? o / l_all : 0.0f);
+#else
       out_partial[(row * NB + block) * D + d] = o;
       if (d == 0) {
         stats_partial[(row * NB + block) * 2] = m_all;
         stats_partial[(row * NB + block) * 2 + 1] = l_all;
       }
+#endif
     }
   }
 }

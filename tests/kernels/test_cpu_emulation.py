@@ -2,17 +2,23 @@
 compiled for the host and run one fiber per GPU thread (tests/kernels/cpu_emulator.py).
 
 The same properties as on a GPU, on small shapes: parity with the float64 oracle (pinned
-schedule edges and drawn cases), and bit-exact batch and layer invariance. A change to a kernel
+schedule edges and drawn cases), and bit-exact batch and layer invariance; also for the
+single-pass launch (gpu.SINGLE_PASS_MAX_S), which is off by default until timed on a GPU. A change to a kernel
 is checked here, CI included, before it reaches a GPU.
 """
 
+import contextlib
+
+import mlx.core as mx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fusedattend import gpu
 from tests.kernels.cpu_emulator import compiler_available, emulated_gpu
 from tests.property.strategies import (
     attention_cases, edge_case, examples, pinned, pinned_cases, pinned_quantized_cases, quantized_cases,
+    run_case,
 )
 from tests.property.test_batch_invariance import _check_layers, _check_requests
 from tests.property.test_online_softmax_parity import check_parity
@@ -55,3 +61,28 @@ def test_emulated_batch_equals_per_request(case):
 def test_emulated_layer_call_equals_stacked_layers(case):
     with emulated_gpu():
         _check_layers(case, "cuda")
+
+
+@contextlib.contextmanager
+def single_pass_up_to(max_s):
+    saved = gpu.SINGLE_PASS_MAX_S
+    gpu.SINGLE_PASS_MAX_S = max_s
+    try:
+        yield
+    finally:
+        gpu.SINGLE_PASS_MAX_S = saved
+
+
+@examples(0.2)
+@given(case=short_cases())
+def test_emulated_single_pass(case):
+    """gpu.SINGLE_PASS_MAX_S on (one block, one launch): oracle parity and batch invariance, and
+    where the two-launch path also has a single block (S <= MIN_BLOCK), its very output."""
+    with emulated_gpu():
+        two = run_case(case, "cuda")
+        with single_pass_up_to(4096):
+            check_parity(case, "cuda")
+            _check_requests(case, "cuda")
+            one = run_case(case, "cuda")
+    if case.dims[5] <= gpu.MIN_BLOCK:
+        assert mx.array_equal(one, two), f"single pass != two launches with one block: {case}"

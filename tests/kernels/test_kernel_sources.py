@@ -72,9 +72,11 @@ def _problem(quantized, dtype, mask, D, bits, L, H_q, H_kv):
 
 
 @pytest.mark.skipif(not nvcc_wrap.nvcc_available(), reason="nvcc not installed here")
+@pytest.mark.parametrize("single_pass", [False, True], ids=["two_launches", "single_pass"])
 @pytest.mark.parametrize("case", CASES)
-def test_cuda_form_of_decode_kernel_compiles(monkeypatch, case):
+def test_cuda_form_of_decode_kernel_compiles(monkeypatch, case, single_pass):
     monkeypatch.setattr(gpu, "on_metal", lambda: False)
+    monkeypatch.setattr(gpu, "SINGLE_PASS_MAX_S", 4096 if single_pass else 0)
     launch = gpu.decode_launch(_problem(*case), quantized=case[0])
     source, header = gpu.kernel_sources("decode_attention.metal", launch["defines"])
     call = launch["call"]
