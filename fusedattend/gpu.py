@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from importlib import resources
 from pathlib import Path
 
@@ -29,10 +30,22 @@ MAX_ROW_ELEMENTS = 32  # ROWS * E: floats of scaled query (and as many of output
 MIN_BLOCK, MAX_BLOCK = 128, 1024
 TARGET_BLOCKS = 32  # key blocks per (request, kv head) when S allows: fills 132 SMs at B = 1
 MAX_GRID_Z = 65535  # CUDA's limit on gridDim.z (the layer x request axis)
+
+
+def _env_keys(name: str) -> int:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return 0
+    if not value.isdigit():
+        raise ValueError(f"{name} must be a number of keys (a non-negative integer), got {value!r}")
+    return int(value)
+
+
 # Up to this S one block takes every key and the decode kernel writes the output itself: one
 # launch instead of two. 0 (never) until it is timed on a GPU; it depends on S only, as the
-# block does, so batched output stays bit-identical to the per-request loop.
-SINGLE_PASS_MAX_S = 0
+# block does, so batched output stays bit-identical to the per-request loop. The environment
+# variable lets a GPU session run the suites with it (ci/gpu/h200-session.sh verify).
+SINGLE_PASS_MAX_S = _env_keys("FUSEDATTEND_SINGLE_PASS_MAX_S")
 
 KERNEL_FILES = ("decode_attention.metal", "merge_partials.metal")
 HEADER_FILES = ("decode_attention.h",)

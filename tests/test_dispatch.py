@@ -25,3 +25,15 @@ def test_default_choice_is_the_same_for_a_batch_and_its_requests(monkeypatch, S)
     one = fa.decode_attention(q[0, :1], k[0, :1], k[0, :1])
     assert chosen[-1] == batched
     assert mx.array_equal(out[0, :1], one)
+
+
+def test_single_pass_env_var_must_be_a_number_of_keys():
+    """FUSEDATTEND_SINGLE_PASS_MAX_S (fusedattend.gpu) is refused by name when it is not an integer."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, FUSEDATTEND_SINGLE_PASS_MAX_S="2k")
+    proc = subprocess.run([sys.executable, "-c", "import fusedattend.gpu"], env=env, capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "ValueError: FUSEDATTEND_SINGLE_PASS_MAX_S must be a number of keys" in proc.stderr
