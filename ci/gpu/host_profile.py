@@ -18,6 +18,9 @@ import mlx.core as mx
 
 import fusedattend as fa
 
+sys.path.insert(0, os.path.dirname(__file__))
+from schedule_sweep import decode_inputs  # noqa: E402
+
 ROUNDS, QUEUED = 100, 20
 
 
@@ -42,10 +45,7 @@ def profile(label, fn, out):
 
 def main():
     B, S = (int(x) for x in sys.argv[1:3]) if len(sys.argv) > 2 else (1, 2048)
-    q = mx.random.normal((B, 32, 1, 128)).astype(mx.bfloat16)
-    k = mx.random.normal((B, 8, S, 128)).astype(mx.bfloat16)
-    v = mx.random.normal((B, 8, S, 128)).astype(mx.bfloat16)
-    mx.eval(q, k, v)
+    q, k, v = decode_inputs(B, S)
     out = io.StringIO()
     profile("fa.decode_attention", lambda: fa.decode_attention(q, k, v, backend="cuda"), out)
     profile("mx.fast.scaled_dot_product_attention",

@@ -19,15 +19,12 @@ from fusedattend import gpu
 from fusedattend._problem import plain_problem
 
 sys.path.insert(0, os.path.dirname(__file__))
-from schedule_sweep import bench  # noqa: E402
+from schedule_sweep import bench, decode_inputs  # noqa: E402
 
 
 def main():
     B, S = (int(x) for x in sys.argv[1:3]) if len(sys.argv) > 2 else (1, 2048)
-    q = mx.random.normal((B, 32, 1, 128)).astype(mx.bfloat16)
-    k = mx.random.normal((B, 8, S, 128)).astype(mx.bfloat16)
-    v = mx.random.normal((B, 8, S, 128)).astype(mx.bfloat16)
-    mx.eval(q, k, v)
+    q, k, v = decode_inputs(B, S)
     problem = plain_problem(q, k, v, None, None, None)
     launch = gpu.decode_launch(problem, quantized=False)
     decode = gpu._kernel(launch["name"], launch["input_names"], launch["output_names"],

@@ -18,6 +18,15 @@ import fusedattend as fa
 from fusedattend import gpu
 
 
+def decode_inputs(B, S):
+    """q, k, v of the issue's shapes: bf16, H_q = 32, H_kv = 8, D = 128, L = 1 (evaluated)."""
+    q = mx.random.normal((B, 32, 1, 128)).astype(mx.bfloat16)
+    k = mx.random.normal((B, 8, S, 128)).astype(mx.bfloat16)
+    v = mx.random.normal((B, 8, S, 128)).astype(mx.bfloat16)
+    mx.eval(q, k, v)
+    return q, k, v
+
+
 def bench(fn, reps=20, iters=5):
     mx.eval(fn())
     best = 1e9
@@ -33,9 +42,7 @@ def main():
     shapes = [(1, 2048), (1, 32768), (8, 8192), (32, 2048), (32, 32768)]
     data = {}
     for B, S in shapes:
-        q = mx.random.normal((B, 32, 1, 128)).astype(mx.bfloat16)
-        k = mx.random.normal((B, 8, S, 128)).astype(mx.bfloat16)
-        v = mx.random.normal((B, 8, S, 128)).astype(mx.bfloat16)
+        q, k, v = decode_inputs(B, S)
         kq, vq = fa.quantize_kv(k), fa.quantize_kv(v)
         mx.eval(q, k, v, kq, vq)
         with mx.stream(mx.cpu):

@@ -26,6 +26,7 @@ import mlx.core as mx
 import numpy as np
 
 from fusedattend import backends, gpu
+from tests.kernels.nvcc_wrap import template_lines
 
 COMPAT = Path(__file__).with_name("cpu_compat.h")
 CPP_TYPES = {
@@ -81,13 +82,7 @@ def _program(body, header, inputs, output_names, output_dtypes, template):
         take(CPP_TYPES[dtype], name)
     lines.append("  fa_cpu_launch(uint3{groups[0], groups[1], groups[2]}, threads,"
                  " [&](uint3 fa_group, uint fa_thread) {")
-    for key, value in template:
-        if isinstance(value, bool):
-            lines.append(f"constexpr bool {key} = {'true' if value else 'false'};")
-        elif isinstance(value, int):
-            lines.append(f"constexpr int {key} = {value};")
-        else:
-            lines.append(f"using {key} = {CPP_TYPES[value]};")
+    lines += template_lines(template, CPP_TYPES)
     lines += [THREAD_ATTRIBUTES, body, "  });", "}"]
     return "\n".join(lines)
 

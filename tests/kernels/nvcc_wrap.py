@@ -45,15 +45,22 @@ def wrap(name, source, header, inputs, outputs, template):
                 params.append(f"const __grid_constant__ {kind} {arg}{suffix}")
     params += [f"{CUDA_TYPES[dtype]}* {arg}" for arg, dtype in outputs]
     lines.append(",\n".join(params) + ") {")
+    lines += template_lines(template, CUDA_TYPES)
+    lines += [source, "}", "}"]
+    return "\n".join(lines)
+
+
+def template_lines(template, types):
+    """The template arguments as MLX writes them before a body: constexpr ints/bools, `using` types."""
+    lines = []
     for key, value in template:
         if isinstance(value, bool):
             lines.append(f"constexpr bool {key} = {'true' if value else 'false'};")
         elif isinstance(value, int):
             lines.append(f"constexpr int {key} = {value};")
         else:
-            lines.append(f"using {key} = {CUDA_TYPES[value]};")
-    lines += [source, "}", "}"]
-    return "\n".join(lines)
+            lines.append(f"using {key} = {types[value]};")
+    return lines
 
 
 def nvcc_available():
