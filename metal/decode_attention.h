@@ -108,3 +108,9 @@ METAL_FUNC float fa_merge_states(
   l_out = l_all;
   return o_all;
 }
+
+// The attention output of a merged state: unnormalised output over denominator, and 0 for a row
+// that saw no key (l = 0).
+METAL_FUNC float fa_normalise(float o, float l) {
+  return l > 0.0f ? o / l : 0.0f;
+}

@@ -14,16 +14,16 @@
 //   step where a row's max grew (one branch, rarely taken once the maxima settle); otherwise a
 //   step is branch-free, so the U * ROWS chains interleave. No barrier until the end, where
 //   slots merge by shuffles and simdgroups through threadgroup memory. Blocks merge in
-//   merge_partials.metal. `block` depends on S only (never on B or NL),
-//   so each request's arithmetic is the same in any batch.
+//   merge_partials.metal. `block` depends on S only (never on B or NL), so each request's
+//   arithmetic is the same in any batch.
 //
 // Body of mx.fast.metal_kernel / mx.fast.cuda_kernel (fusedattend/gpu.py builds both from this
 // file). Compile-time: T (q/k/v dtype), D, E, ROWS, U, NSG, MASK (0 none, 1 causal, 2 boolean,
 // 3 additive), MT (mask dtype); quantized K/V: BITS, ST (scales dtype). FA_QUANTIZED (0/1),
 // defined before this body, selects the K/V inputs; FA_SINGLE_PASS (0/1) writes the normalised
-// output `out` instead of the block's partial state, for a launch whose one block holds every key. Run-time (dims[] int32): L, G, block, has
-// key ranges, group size: values that change with the call (block with S) or that would
-// multiply the variants without changing the inner loop.
+// output `out` instead of the block's partial state, for a launch whose one block holds every
+// key. Run-time (dims[] int32): L, G, block, has key ranges, group size: values that change with
+// the call (block with S) or that would multiply the variants without changing the inner loop.
 
 constexpr int THREADS = NSG * 32;
 constexpr int CHUNKS = D / E;
@@ -356,7 +356,7 @@ for (int r = 0; r < ROWS; ++r) {
 #if FA_SINGLE_PASS
       // One block holds every key: normalise here, as merge_partials.metal would (a single
       // state merges with weight exactly 1), and skip the second launch.
-      out[row * D + d] = static_cast<T>(l_all > 0.0f ? o / l_all : 0.0f);
+      out[row * D + d] = static_cast<T>(fa_normalise(o, l_all));
 #else
       out_partial[(row * NB + block) * D + d] = o;
       if (d == 0) {

@@ -14,4 +14,4 @@ float l_all;
 const float o = fa_merge_states(
     stats_partial + row * NB * 2, stats_partial + row * NB * 2 + 1, 2,
     out_partial + row * NB * D + d, D, NB, m_all, l_all);
-out[row * D + d] = static_cast<T>(l_all > 0.0f ? o / l_all : 0.0f);
+out[row * D + d] = static_cast<T>(fa_normalise(o, l_all));
