@@ -172,18 +172,18 @@ def decode_launch(problem: Problem, quantized: bool) -> dict:
     """Everything the split-KV kernel launch needs: name, inputs, template, grid, outputs.
 
     Queries, keys and values go to the kernel as they are (5-D views, any strides): no copy."""
+    shape = problem.shape
+    NL, B, H_q, H_kv, L, S, D = shape
     kind = problem.mask.kind
     if kind in ("bool", "additive"):
-        NL, B, H_q, H_kv, L, S, D = problem.shape
         mask = mx.broadcast_to(problem.mask.array, (NL, B, H_q, L, S))  # stride-0 view, no copy
     else:
         mask = _placeholder(mx.bool_)
     q = problem.q
     scales_dtype = problem.k.scales.dtype if quantized else None
-    single_pass = problem.shape[5] <= SINGLE_PASS_MAX_S
-    out_shape = q.shape if problem.layered else q.shape[1:]
-    call = dict(_schedule(problem.shape, q.dtype, quantized, kind, mask.dtype, problem.bits, scales_dtype,
-                          problem.key_ranges is not None, problem.group_size, single_pass, out_shape))
+    single_pass = S <= SINGLE_PASS_MAX_S
+    call = dict(_schedule(shape, q.dtype, quantized, kind, mask.dtype, problem.bits, scales_dtype,
+                          problem.key_ranges is not None, problem.group_size, single_pass, problem.out_shape))
     ranges = problem.key_ranges if problem.key_ranges is not None else _placeholder(mx.int32)
     common = [mask, ranges, call.pop("dims"), _float32s(problem.scale)]
     common_names = ("mask", "key_ranges", "dims", "scalars")
@@ -230,7 +230,7 @@ def _attend(problem: Problem, quantized: bool) -> mx.array:
         template=[("T", dtype), ("D", D)],
         grid=(N * H_q * L * D, 1, 1),
         threadgroup=(D, 1, 1),
-        output_shapes=[problem.q.shape if problem.layered else problem.q.shape[1:]],
+        output_shapes=[problem.out_shape],
         output_dtypes=[dtype],
     )
     return out
