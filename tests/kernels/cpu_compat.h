@@ -138,7 +138,7 @@ inline void fa_cpu_launch(uint3 groups, uint threads, Body body) {
   for (auto& b : g.simd_sync) {
     b.count = 32;
   }
-  g.simd_values.resize(threads + 32);
+  g.simd_values.resize(g.simd_sync.size() * 32);
   fa_cpu_current = &g;
   for (uint z = 0; z < groups.z; ++z) {
     for (uint y = 0; y < groups.y; ++y) {

@@ -61,25 +61,29 @@ def _from_numpy(a: np.ndarray, dtype) -> mx.array:
     return out.view(mx.bfloat16) if dtype == mx.bfloat16 else out
 
 
+def _parameters(body, input_names):
+    """The kernel's parameters in MLX's order: (parameter, input index, what): each input's
+    buffer, then its shape and strides where the body names them."""
+    for i, name in enumerate(input_names):
+        yield name, i, "data"
+        for what in ("shape", "strides"):
+            if f"{name}_{what}" in body:
+                yield f"{name}_{what}", i, what
+
+
+PARAMETER_TYPES = {"shape": "const int32_t", "strides": "const int64_t"}
+
+
 def _program(body, header, inputs, output_names, output_dtypes, template):
     """C++ text: `run(args, groups, threads)` unpacks the buffers as the kernel names them."""
     lines = [COMPAT.read_text(), header,
              'extern "C" void run(void** args, const unsigned* groups, unsigned threads) {']
-    slot = 0
-
-    def take(ctype, name):
-        nonlocal slot
-        lines.append(f"  auto {name} = static_cast<{ctype}*>(args[{slot}]);")
-        slot += 1
-
-    for name, dtype in inputs:
-        take(f"const {CPP_TYPES[dtype]}", name)
-        if name + "_shape" in body:
-            take("const int32_t", name + "_shape")
-        if name + "_strides" in body:
-            take("const int64_t", name + "_strides")
-    for name, dtype in zip(output_names, output_dtypes):
-        take(CPP_TYPES[dtype], name)
+    names = [name for name, _ in inputs]
+    params = [(param, PARAMETER_TYPES.get(what, f"const {CPP_TYPES[inputs[i][1]]}"))
+              for param, i, what in _parameters(body, names)]
+    params += [(name, CPP_TYPES[dtype]) for name, dtype in zip(output_names, output_dtypes)]
+    for slot, (param, ctype) in enumerate(params):
+        lines.append(f"  auto {param} = static_cast<{ctype}*>(args[{slot}]);")
     lines.append("  fa_cpu_launch(uint3{groups[0], groups[1], groups[2]}, threads,"
                  " [&](uint3 fa_group, uint fa_thread) {")
     lines += template_lines(template, CPP_TYPES)
@@ -96,8 +100,8 @@ def _build(text: str) -> ctypes.CDLL:
         src = lib.with_suffix(f".{os.getpid()}.cpp")
         src.write_text(text)
         tmp = lib.with_suffix(f".{os.getpid()}.tmp")
-        proc = subprocess.run(["g++", "-std=c++20", "-O1", "-w", "-shared", "-fPIC", "-pthread",
-                               str(src), "-o", str(tmp)], capture_output=True, text=True)
+        proc = subprocess.run(["g++", "-std=c++20", "-O1", "-w", "-shared", "-fPIC", str(src), "-o", str(tmp)],
+                              capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"g++ failed on {src}:\n{proc.stderr[-4000:]}")
         tmp.replace(lib)
@@ -122,13 +126,14 @@ class EmulatedKernel:
             keep.append(a)
             args.append(a.ctypes.data_as(ctypes.c_void_p))
 
-        for name, x in zip(self.input_names, inputs):
-            a = _to_numpy(x)
+        buffers = [_to_numpy(x) for x in inputs]
+        for _, i, what in _parameters(body, self.input_names):
+            a = buffers[i]
+            if what == "shape":
+                a = np.array(inputs[i].shape, dtype=np.int32)
+            elif what == "strides":
+                a = np.array([s // a.itemsize for s in a.strides], dtype=np.int64)
             push(a)
-            if name + "_shape" in body:
-                push(np.array(x.shape, dtype=np.int32))
-            if name + "_strides" in body:
-                push(np.array([s // a.itemsize for s in a.strides], dtype=np.int64))
         outs = [np.zeros(shape, dtype=STORAGE[dtype]) for shape, dtype in zip(output_shapes, output_dtypes)]
         for a in outs:
             push(a)
