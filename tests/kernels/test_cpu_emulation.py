@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from fusedattend import gpu
 from tests.kernels.cpu_emulator import compiler_available, emulated_gpu
 from tests.property.strategies import (
-    attention_cases, edge_case, examples, pinned, pinned_cases, pinned_quantized_cases, quantized_cases,
-    run_case,
+    attention_cases, edge_case, examples, pinned, pinned_cases, pinned_layered_cases, pinned_quantized_cases,
+    quantized_cases, run_case,
 )
 from tests.property.test_batch_invariance import _check_layers, _check_requests
 from tests.property.test_online_softmax_parity import check_parity
@@ -27,8 +27,8 @@ pytestmark = pytest.mark.skipif(not compiler_available(), reason="g++ not instal
 
 # Short S around the key-block size (gpu.MIN_BLOCK = 128) and the step of 16 keys.
 SHORT_S = (1, 2, 3, 15, 17, 63, 127, 128, 129, 255, 257)
-LAYERED = [edge_case(NL=1, S=127, layered=True, mask="causal"),
-           edge_case(NL=3, B=2, S=130, L=3, layered=True, mask="bool_hidden_row")]
+# The suites' NL = 1 edge, and a shorter multi-layer one than theirs (S = 1024 runs slowly here).
+LAYERED = pinned_layered_cases()[:1] + [edge_case(NL=3, B=2, S=130, L=3, layered=True, mask="bool_hidden_row")]
 
 
 @st.composite
