@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import math
 import os
 import shutil
 import subprocess
@@ -59,6 +60,17 @@ def _to_numpy(x: mx.array) -> np.ndarray:
 def _from_numpy(a: np.ndarray, dtype) -> mx.array:
     out = mx.array(a)
     return out.view(mx.bfloat16) if dtype == mx.bfloat16 else out
+
+
+def _fresh_output(shape, dtype, init_value):
+    """An output buffer as a launch gets it: filled with init_value if given, else garbage (every
+    bit set: NaN floats, -1 ints), as fresh device memory may hold, so that a kernel relying on
+    zeros it did not ask for fails here."""
+    if init_value is not None:
+        assert init_value == 0, "only a zero fill has the same bits in every dtype"
+        return np.zeros(shape, dtype=STORAGE[dtype])
+    storage = np.dtype(STORAGE[dtype])
+    return np.full(math.prod(shape) * storage.itemsize, 0xFF, dtype=np.uint8).view(storage).reshape(shape)
 
 
 def _parameters(body, input_names):
@@ -115,7 +127,7 @@ class EmulatedKernel:
         self.input_names, self.output_names = list(input_names), list(output_names)
         self.body_file, self.defines = body_file, defines
 
-    def __call__(self, *, inputs, template, grid, threadgroup, output_shapes, output_dtypes, **_):
+    def __call__(self, *, inputs, template, grid, threadgroup, output_shapes, output_dtypes, init_value=None, **_):
         body, header = gpu.kernel_sources(self.body_file, self.defines)  # the Metal form
         program = _program(body, header, list(zip(self.input_names, [x.dtype for x in inputs])),
                            self.output_names, output_dtypes, template)
@@ -134,7 +146,7 @@ class EmulatedKernel:
             elif what == "strides":
                 a = np.array([s // a.itemsize for s in a.strides], dtype=np.int64)
             push(a)
-        outs = [np.zeros(shape, dtype=STORAGE[dtype]) for shape, dtype in zip(output_shapes, output_dtypes)]
+        outs = [_fresh_output(shape, dtype, init_value) for shape, dtype in zip(output_shapes, output_dtypes)]
         for a in outs:
             push(a)
         groups = [(g + t - 1) // t for g, t in zip(grid, threadgroup)]  # grid counts threads

@@ -3,7 +3,8 @@ compiled for the host and run one fiber per GPU thread (tests/kernels/cpu_emulat
 
 The same properties as on a GPU, on small shapes: parity with the float64 oracle (pinned
 schedule edges and drawn cases), and bit-exact batch and layer invariance; also for the
-single-pass launch (gpu.SINGLE_PASS_MAX_S), which is off by default until timed on a GPU. A change to a kernel
+single-pass launch (gpu.SINGLE_PASS_MAX_S), off by default until timed on a GPU, and the
+fused merge against the separate merge kernel. A change to a kernel
 is checked here, CI included, before it reaches a GPU.
 """
 
@@ -64,25 +65,40 @@ def test_emulated_layer_call_equals_stacked_layers(case):
 
 
 @contextlib.contextmanager
-def single_pass_up_to(max_s):
-    saved = gpu.SINGLE_PASS_MAX_S
-    gpu.SINGLE_PASS_MAX_S = max_s
+def gpu_constants(**values):
+    saved = {name: getattr(gpu, name) for name in values}
+    for name, value in values.items():
+        setattr(gpu, name, value)
     try:
         yield
     finally:
-        gpu.SINGLE_PASS_MAX_S = saved
+        for name, value in saved.items():
+            setattr(gpu, name, value)
+
+
+@pinned(pinned_cases()[:3] + pinned_quantized_cases())
+@examples(0.2)
+@given(case=short_cases())
+def test_emulated_fused_merge_equals_two_launches(case):
+    """The blocks merged by the last one to finish (the default) give the very output of the
+    separate merge kernel (merge_partials.metal): the same states merged in the same order."""
+    with emulated_gpu():
+        fused = run_case(case, "cuda")
+        with gpu_constants(FUSED_MERGE=False):
+            two = run_case(case, "cuda")
+    assert mx.array_equal(fused, two), f"fused merge != two launches: {case}"
 
 
 @examples(0.2)
 @given(case=short_cases())
 def test_emulated_single_pass(case):
-    """gpu.SINGLE_PASS_MAX_S on (one block, one launch): oracle parity and batch invariance, and
-    where the two-launch path also has a single block (S <= MIN_BLOCK), its very output."""
+    """gpu.SINGLE_PASS_MAX_S on (one block takes every key, no merge): oracle parity and batch
+    invariance, and where the default also has a single block (S <= MIN_BLOCK), its very output."""
     with emulated_gpu():
-        two = run_case(case, "cuda")
-        with single_pass_up_to(4096):
+        default = run_case(case, "cuda")
+        with gpu_constants(SINGLE_PASS_MAX_S=4096):
             check_parity(case, "cuda")
             _check_requests(case, "cuda")
             one = run_case(case, "cuda")
     if case.dims[5] <= gpu.MIN_BLOCK:
-        assert mx.array_equal(one, two), f"single pass != two launches with one block: {case}"
+        assert mx.array_equal(one, default), f"single pass != default with one block: {case}"
