@@ -216,7 +216,51 @@ def _key_ranges(key_ranges, B, S):
     return key_ranges.astype(mx.int32)
 
 
+# Signatures of calls whose arguments passed the checks: everything the checks look at (each
+# array's type, shape and dtype; scale; mask None or "causal"; bits and group size). A decode loop
+# repeats one signature every step, so its checks run once; they cost several µs a call, the
+# signature under 1 µs. Calls with a mask array or key_ranges are checked in full every time:
+# those checks read values.
+_CHECKED = set()
+_CHECKED_MAX = 4096
+
+
+def _signature(arrays, scale, mask, key_ranges, *options):
+    """The key of _CHECKED for a call, or None when the call must be checked in full."""
+    if key_ranges is not None or not (mask is None or isinstance(mask, str)):
+        return None
+    if not all(isinstance(x, mx.array) for x in arrays):
+        return None
+    return tuple((x.shape, x.dtype) for x in arrays) + (type(scale), scale, mask) + options
+
+
+def _remember(signature):
+    if signature is not None:
+        if len(_CHECKED) >= _CHECKED_MAX:
+            _CHECKED.clear()
+        _CHECKED.add(signature)
+
+
+def _checked_problem(queries, k, v, scale, mask, bits=None, group_size=None) -> Problem:
+    """The Problem of a call whose signature already passed the checks: only the normalisation."""
+    layered = queries.ndim == 5
+    if not layered:
+        queries = mx.expand_dims(queries, 0)
+        if bits is None:
+            k, v = mx.expand_dims(k, 0), mx.expand_dims(v, 0)
+        else:
+            k = QuantizedKV(*(mx.expand_dims(x, 0) for x in k))
+            v = QuantizedKV(*(mx.expand_dims(x, 0) for x in v))
+    elif bits is not None:
+        k, v = QuantizedKV(*k), QuantizedKV(*v)
+    mask = NO_MASK if mask is None else CAUSAL_MASK
+    return Problem(queries, k, v, _scale(scale, queries.shape[4]), mask, None, layered, bits, group_size)
+
+
 def plain_problem(queries, keys, values, scale, mask, key_ranges) -> Problem:
+    signature = _signature((queries, keys, values), scale, mask, key_ranges)
+    if signature in _CHECKED:
+        return _checked_problem(queries, keys, values, scale, mask)
     q, layered = _layered_queries(queries)
     for x, name in ((keys, "keys"), (values, "values")):
         _require_array(x, name)
@@ -234,10 +278,12 @@ def plain_problem(queries, keys, values, scale, mask, key_ranges) -> Problem:
     _check_same(v.shape[4], q.shape[4], "D (axis -1)", ("values", "queries"))
     NL, B, H_q, L, D = q.shape
     S = k.shape[3]
-    return Problem(
+    problem = Problem(
         q, k, v, _scale(scale, D), _mask(mask, (NL, B, H_q, L, S)),
         _key_ranges(key_ranges, B, S), layered,
     )
+    _remember(signature)
+    return problem
 
 
 def check_bits(bits, group_size):
@@ -294,6 +340,12 @@ def _quantized_triple(x, name, layered, q, bits, group_size):
 
 
 def quantized_problem(queries, keys, values, scale, mask, key_ranges, bits, group_size) -> Problem:
+    signature = None
+    if all(isinstance(x, (tuple, list)) and len(x) == 3 for x in (keys, values)):
+        signature = _signature((queries, *keys, *values), scale, mask, key_ranges,
+                               type(bits), bits, type(group_size), group_size)
+        if signature in _CHECKED:
+            return _checked_problem(queries, keys, values, scale, mask, bits, group_size)
     check_bits(bits, group_size)
     q, layered = _layered_queries(queries)
     k = _quantized_triple(keys, "keys", layered, q, bits, group_size)
@@ -302,7 +354,9 @@ def quantized_problem(queries, keys, values, scale, mask, key_ranges, bits, grou
     _check_same(k.codes.shape[3], v.codes.shape[3], "S (axis -2)", ("keys", "values"))
     NL, B, H_q, L, D = q.shape
     S = k.codes.shape[3]
-    return Problem(
+    problem = Problem(
         q, k, v, _scale(scale, D), _mask(mask, (NL, B, H_q, L, S)),
         _key_ranges(key_ranges, B, S), layered, bits, group_size,
     )
+    _remember(signature)
+    return problem

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import fusedattend as fa
+from fusedattend import _problem
 from tests import oracle
 
 B, H_Q, H_KV, L, S, D = 2, 4, 2, 3, 10, 64
@@ -45,13 +46,13 @@ VT = fa.quantize_kv(V, bits=4, group_size=64)
 def plain(**kw):
     args = dict(queries=Q, keys=K, values=V)
     args.update(kw)
-    return lambda: fa.decode_attention(args.pop("queries"), args.pop("keys"), args.pop("values"), **args)
+    return lambda: fa.decode_attention(**args)
 
 
 def quant(**kw):
     args = dict(queries=Q, keys=QT, values=VT, bits=4, group_size=64)
     args.update(kw)
-    return lambda: fa.quantized_decode_attention(args.pop("queries"), args.pop("keys"), args.pop("values"), **args)
+    return lambda: fa.quantized_decode_attention(**args)
 
 
 # (id, call, exception, regex the message must match)
@@ -170,8 +171,17 @@ BRANCHES = [
 ]
 
 
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "after_valid_calls"])
 @pytest.mark.parametrize("call, exc, pattern", [b[1:] for b in BRANCHES], ids=[b[0] for b in BRANCHES])
-def test_validation_branch(call, exc, pattern):
+def test_validation_branch(call, exc, pattern, warm, monkeypatch):
+    """Every bad call raises, also once valid calls of the same arrays have had their checks
+    skipped on repeat (fusedattend._problem._CHECKED)."""
+    monkeypatch.setattr(_problem, "_CHECKED", set())
+    if warm:
+        for valid in (plain(), plain(mask="causal"), plain(scale=0.5), quant(), quant(mask="causal")):
+            valid()
+            valid()
+        assert _problem._CHECKED
     with pytest.raises(exc, match=pattern):
         call()
 
