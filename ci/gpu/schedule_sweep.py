@@ -6,6 +6,7 @@ GB/s, the ratio to mx.fast.scaled_dot_product_attention and the max error agains
 computed on the CPU stream. Writes $OUT/schedule_sweep.json (or ./schedule_sweep.json).
 
     python ci/gpu/schedule_sweep.py '{}' '{"KEY_BYTES_IN_FLIGHT": 64}' '{"SIMDGROUPS": 8}'
+    SWEEP_SHAPES=1x512,32x512 python ci/gpu/schedule_sweep.py '{}'     # B x S shapes other than the five
 """
 import json
 import os
@@ -39,7 +40,8 @@ def bench(fn, reps=20, iters=5):
 
 def main():
     variants = [json.loads(a) for a in sys.argv[1:]] or [{}]
-    shapes = [(1, 2048), (1, 32768), (8, 8192), (32, 2048), (32, 32768)]
+    shapes = [tuple(int(x) for x in shape.split("x"))
+              for shape in os.environ.get("SWEEP_SHAPES", "1x2048,1x32768,8x8192,32x2048,32x32768").split(",")]
     data = {}
     for B, S in shapes:
         q, k, v = decode_inputs(B, S)
