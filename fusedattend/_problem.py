@@ -231,7 +231,12 @@ def _signature(arrays, scale, mask, key_ranges, *options):
         return None
     if not all(isinstance(x, mx.array) for x in arrays):
         return None
-    return tuple((x.shape, x.dtype) for x in arrays) + (type(scale), scale, mask) + options
+    signature = tuple((x.shape, x.dtype) for x in arrays) + (type(scale), scale, mask) + options
+    try:
+        hash(signature)
+    except TypeError:  # an unhashable scale, bits, ...: the checks will name it
+        return None
+    return signature
 
 
 def _remember(signature):

@@ -86,17 +86,21 @@ METAL_FUNC void fa_load_codes(CodePtr codes, int64_t step, int chunk, thread fa_
 // m[i * ml_stride], denominator l[i * ml_stride] and unnormalised output o[i * o_stride]. Returns
 // the merged unnormalised output and sets the merged max and denominator. States that saw no key
 // have m = -inf and weigh nothing. The order is fixed, so the result never depends on scheduling.
+// The loops are unrolled so that several states' loads are in flight at once (they come from
+// device memory, with its latency, when the count is the number of key blocks).
 template <typename PM, typename PO>
 METAL_FUNC float fa_merge_states(
     PM m, PM l, int ml_stride, PO o, int o_stride, int count,
     thread float& m_out, thread float& l_out) {
   float m_all = -INFINITY;
+  #pragma unroll 8
   for (int i = 0; i < count; ++i) {
     m_all = metal::max(m_all, m[i * ml_stride]);
   }
   float o_all = 0.0f;
   float l_all = 0.0f;
   if (m_all != -INFINITY) {
+    #pragma unroll 8
     for (int i = 0; i < count; ++i) {
       float mi = m[i * ml_stride];
       float w = fa_exp2(mi - m_all);  // 0 for a state that saw no key

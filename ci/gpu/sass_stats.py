@@ -35,6 +35,7 @@ def main():
     p.add_argument("--dtype", default="bfloat16")
     p.add_argument("--mask", default=None)
     p.add_argument("--quantized", action="store_true", help="4-bit K/V, group size 64")
+    p.add_argument("--sass", metavar="FILE", help="also write the whole SASS listing there")
     args = p.parse_args()
     gpu.on_metal = lambda: False
     for item in args.set:
@@ -59,6 +60,8 @@ def main():
         build = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-cubin", "-Xptxas", "-v", "-o", str(cubin), str(cu)],
                                capture_output=True, text=True, check=True)
         sass = subprocess.run(["cuobjdump", "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
+    if args.sass:
+        Path(args.sass).write_text(sass)
     print(call["template"])
     print("\n".join(l for l in build.stderr.splitlines() if "registers" in l or "spill" in l))
     ops = collections.Counter()
