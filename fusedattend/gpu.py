@@ -32,24 +32,22 @@ TARGET_BLOCKS = 32  # key blocks per (request, kv head) when S allows: fills 132
 MAX_GRID_Z = 65535  # CUDA's limit on gridDim.z (the layer x request axis)
 
 
-def _env_keys(name: str) -> int:
+def _env_keys(name: str, default: int) -> int:
     value = os.environ.get(name, "").strip()
     if not value:
-        return 0
+        return default
     if not value.isdigit():
         raise ValueError(f"{name} must be a number of keys (a non-negative integer), got {value!r}")
     return int(value)
 
 
-# Blocks merge in the decode launch itself (the last block of a tile to finish merges them all):
-# one launch a call. False: a second launch (merge_partials.metal) merges them.
-FUSED_MERGE = True
-
-# Up to this S one block takes every key and the decode kernel writes the output with no merge at
-# all. 0 (never) until it is timed on a GPU; it depends on S only, as the block does, so batched
-# output stays bit-identical to the per-request loop. The environment variable lets a GPU session
-# run the suites with it (ci/gpu/h200-session.sh verify).
-SINGLE_PASS_MAX_S = _env_keys("FUSEDATTEND_SINGLE_PASS_MAX_S")
+# Up to this S one block takes every key and the decode kernel writes the output itself: one
+# launch instead of two (decode, merge). It depends on S only, as the block does, so batched
+# output stays bit-identical to the per-request loop. On the H200 (docs/gpu.md, 2026-11-29) 512
+# keys in one block took 69.0 µs at B = 32 against 94.6 µs split in 4 blocks and merged, and
+# 33.9 against 54.1 µs at B = 1; one block of 2048 keys was slower at B = 1 (61.8 against 48.1:
+# 8 threadgroups cannot fill the GPU). FUSEDATTEND_SINGLE_PASS_MAX_S overrides it (0: never).
+SINGLE_PASS_MAX_S = _env_keys("FUSEDATTEND_SINGLE_PASS_MAX_S", 512)
 
 KERNEL_FILES = ("decode_attention.metal", "merge_partials.metal")
 HEADER_FILES = ("decode_attention.h",)
@@ -139,7 +137,7 @@ def _float32s(*values):
 
 @functools.lru_cache(maxsize=1024)
 def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype, has_ranges, group_size,
-              block, fused, out_shape):
+              single_pass, out_shape):
     """The launch of a problem, from what it depends on (cached: a decode step repeats it)."""
     NL, B, H_q, H_kv, L, S, D = shape
     N = NL * B
@@ -151,6 +149,7 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
     elements = max(min_elements, min(ELEMENTS_PER_LANE, MAX_ROW_ELEMENTS // rows))
     rows = max(1, min(rows, MAX_ROW_ELEMENTS // elements))
     tiles = math.ceil(G * L / rows)
+    block = S if single_pass else block_keys(S)
     NB = math.ceil(S / block)
     threads = SIMDGROUPS * SIMD_WIDTH
     if quantized:
@@ -161,22 +160,14 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
                 ("NSG", SIMDGROUPS), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype)]
     if quantized:
         template += [("BITS", bits), ("ST", scales_dtype)]
-    call = dict(
+    return dict(
         template=template,
         grid=(NB * threads, H_kv * tiles, N),
         threadgroup=(threads, 1, 1),
+        output_shapes=[out_shape] if single_pass else [(N, H_q, L, NB, D), (N, H_q, L, NB, 2)],
+        output_dtypes=[dtype] if single_pass else [mx.float32, mx.float32],
         dims=_int32s(L, G, block, int(has_ranges), group_size or 0),
     )
-    query_rows = N * H_q * L
-    if not fused:
-        return dict(call, output_shapes=[(N, H_q, L, NB, D), (N, H_q, L, NB, 2)],
-                    output_dtypes=[mx.float32, mx.float32])
-    # scratch: an arrival counter per (layer, request, kv head, tile), then each query row's
-    # block states, (max, sum) and D outputs; zeroed by the launch (init_value) for the counters.
-    # One block needs none of it.
-    scratch = N * H_kv * tiles + query_rows * NB * (D + 2) if NB > 1 else 1
-    return dict(call, output_shapes=[out_shape, (scratch,)], output_dtypes=[dtype, mx.float32],
-                init_value=0.0 if NB > 1 else None)
 
 
 def decode_launch(problem: Problem, quantized: bool) -> dict:
@@ -192,10 +183,9 @@ def decode_launch(problem: Problem, quantized: bool) -> dict:
         mask = _placeholder(mx.bool_)
     q = problem.q
     scales_dtype = problem.k.scales.dtype if quantized else None
-    block = S if S <= SINGLE_PASS_MAX_S else block_keys(S)
-    fused = bool(FUSED_MERGE)
+    single_pass = S <= SINGLE_PASS_MAX_S
     call = dict(_schedule(shape, q.dtype, quantized, kind, mask.dtype, problem.bits, scales_dtype,
-                          problem.key_ranges is not None, problem.group_size, block, fused, problem.out_shape))
+                          problem.key_ranges is not None, problem.group_size, single_pass, problem.out_shape))
     ranges = problem.key_ranges if problem.key_ranges is not None else _placeholder(mx.int32)
     common = [mask, ranges, call.pop("dims"), _float32s(problem.scale)]
     common_names = ("mask", "key_ranges", "dims", "scalars")
@@ -213,10 +203,10 @@ def decode_launch(problem: Problem, quantized: bool) -> dict:
     return dict(
         # MLX caches a compiled kernel by name and template arguments only: each variant of the
         # defines needs a name of its own.
-        name=name if fused else name + "_two_launches",
+        name=name + "_single_pass" if single_pass else name,
         input_names=names,
-        output_names=("out", "scratch") if fused else ("out_partial", "stats_partial"),
-        defines=(("FA_QUANTIZED", int(quantized)), ("FA_FUSED_MERGE", int(fused))),
+        output_names=("out",) if single_pass else ("out_partial", "stats_partial"),
+        defines=(("FA_QUANTIZED", int(quantized)), ("FA_SINGLE_PASS", int(single_pass))),
         call=dict(inputs=inputs, **call),
     )
 
@@ -232,7 +222,7 @@ def _attend(problem: Problem, quantized: bool) -> mx.array:
     launch = decode_launch(problem, quantized)
     decode = _kernel(launch["name"], launch["input_names"], launch["output_names"],
                      "decode_attention.metal", launch["defines"])
-    if launch["output_names"][0] == "out":  # blocks merged in the decode launch
+    if launch["output_names"] == ("out",):  # single pass: the decode kernel wrote the output
         return decode(**launch["call"])[0]
     out_partial, stats_partial = decode(**launch["call"])
     dtype = problem.q.dtype

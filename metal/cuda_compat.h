@@ -20,7 +20,9 @@ typedef unsigned short ushort;
 #endif
 
 // simdgroup = warp of 32 lanes; every call site keeps the whole warp converged.
-METAL_FUNC float simd_shuffle_xor(float x, ushort mask) { return __shfl_xor_sync(0xffffffffu, x, mask); }
+METAL_FUNC float simd_shuffle_xor(float x, ushort mask) {
+  return __shfl_xor_sync(0xffffffffu, x, mask);
+}
 
 namespace metal {
 METAL_FUNC float max(float a, float b) { return fmaxf(a, b); }
@@ -82,11 +84,3 @@ METAL_FUNC void fa_load_chunk(const T* p, int64_t step, bool packed, fa_chunk<T,
     }
   }
 }
-
-// The arrival count of decode_attention.h; fa_fresh loads through L2, never a stale L1 line.
-#define FA_HAVE_ARRIVALS
-METAL_FUNC void fa_device_fence() { __threadfence(); }
-template <typename Ptr>
-METAL_FUNC int fa_count_arrival(Ptr counter) { return atomicAdd(reinterpret_cast<int*>(counter), 1); }
-template <typename T>
-struct fa_fresh { const T* p; METAL_FUNC T operator[](int64_t i) const { return __ldcg(p + i); } };

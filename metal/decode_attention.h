@@ -118,27 +118,3 @@ METAL_FUNC float fa_merge_states(
 METAL_FUNC float fa_normalise(float o, float l) {
   return l > 0.0f ? o / l : 0.0f;
 }
-
-// One launch merges its own blocks: each threadgroup stores its block's state, then counts its
-// arrival on a per-(query rows) counter that starts at 0; the one that arrives last merges every
-// block's state. fa_device_fence orders a thread's stores to device memory before what follows
-// (and, in the last threadgroup, the arrivals before its loads); fa_count_arrival returns how many
-// threadgroups arrived before this one; fa_load_fresh reads a value another threadgroup stored in
-// this launch (not through a cache that may hold an older copy).
-#ifndef FA_HAVE_ARRIVALS
-METAL_FUNC void fa_device_fence() {
-  atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-}
-template <typename Ptr>
-METAL_FUNC int fa_count_arrival(Ptr counter) {
-  return atomic_fetch_add_explicit((device atomic_int*)counter, 1, memory_order_relaxed);
-}
-template <typename T>
-struct fa_fresh {
-  const device T* p;
-  METAL_FUNC T operator[](int64_t i) const {
-    return p[i];
-  }
-};
-#endif
-

@@ -13,17 +13,16 @@
 //   accumulated; hidden keys never touch the output. The accumulators are rescaled only in a
 //   step where a row's max grew (one branch, rarely taken once the maxima settle); otherwise a
 //   step is branch-free, so the U * ROWS chains interleave. No barrier until the end, where
-//   slots merge by shuffles and simdgroups through threadgroup memory. Blocks merge in the
-//   same launch (FA_FUSED_MERGE: the last block of a tile to finish merges all, in block order)
-//   or in merge_partials.metal. `block` depends on S only (never on B or NL), so each request's
+//   slots merge by shuffles and simdgroups through threadgroup memory. Blocks merge in
+//   merge_partials.metal. `block` depends on S only (never on B or NL), so each request's
 //   arithmetic is the same in any batch.
 //
 // Body of mx.fast.metal_kernel / mx.fast.cuda_kernel (fusedattend/gpu.py builds both from this
 // file). Compile-time: T (q/k/v dtype), D, E, ROWS, U, NSG, MASK (0 none, 1 causal, 2 boolean,
 // 3 additive), MT (mask dtype); quantized K/V: BITS, ST (scales dtype). FA_QUANTIZED (0/1),
-// defined before this body, selects the K/V inputs; FA_FUSED_MERGE (0/1) selects the outputs:
-// `out` and a zeroed `scratch` (merged here), or `out_partial` and `stats_partial` for
-// merge_partials.metal. Run-time (dims[] int32): L, G, block, has key ranges, group size: values that change with
+// defined before this body, selects the K/V inputs; FA_SINGLE_PASS (0/1) writes the normalised
+// output `out` instead of the block's partial state, for a launch whose one block holds every
+// key. Run-time (dims[] int32): L, G, block, has key ranges, group size: values that change with
 // the call (block with S) or that would multiply the variants without changing the inner loop.
 
 constexpr int THREADS = NSG * 32;
@@ -304,20 +303,10 @@ for (int first = lo + sg * KEYS_PER_STEP - STEP_STRIDE; first < hi; first += STE
 }
 
 // Merge the slots of each simdgroup (shuffles), then the simdgroups (threadgroup memory), one
-// row at a time. A launch of one block writes the output; otherwise each block's state goes to
-// `scratch` and the block that finishes last merges them all (below).
+// row at a time.
 threadgroup float tg_max[NSG];
 threadgroup float tg_sum[NSG];
 threadgroup float tg_acc[NSG * D];
-#if FA_FUSED_MERGE
-threadgroup int tg_arrivals_before;
-// scratch (float32, zeroed by the launch): one arrival counter per (layer, request, kv head,
-// tile), then every query row's block states: (max, sum) pairs, then unnormalised outputs.
-const int64_t counters = int64_t(q_shape[0]) * q_shape[1] * (H_q / G) * tiles;
-const int64_t query_rows = int64_t(q_shape[0]) * q_shape[1] * H_q * L;
-const auto stats_partial = scratch + counters;
-const auto out_partial = stats_partial + query_rows * NB * 2;
-#endif
 #pragma unroll
 for (int r = 0; r < ROWS; ++r) {
   float simd_row_max = row_max[r];
@@ -364,49 +353,17 @@ for (int r = 0; r < ROWS; ++r) {
       float m_all;
       float l_all;
       const float o = fa_merge_states(tg_max, tg_sum, 1, tg_acc + d, D, NSG, m_all, l_all);
-#if FA_FUSED_MERGE
-      if (NB == 1) {
-        // One block holds every key: normalise here, as the merge would (a single state merges
-        // with weight exactly 1).
-        out[row * D + d] = static_cast<T>(fa_normalise(o, l_all));
-        continue;
-      }
-#endif
+#if FA_SINGLE_PASS
+      // One block holds every key: normalise here, as merge_partials.metal would (a single
+      // state merges with weight exactly 1), and skip the second launch.
+      out[row * D + d] = static_cast<T>(fa_normalise(o, l_all));
+#else
       out_partial[(row * NB + block) * D + d] = o;
       if (d == 0) {
         stats_partial[(row * NB + block) * 2] = m_all;
         stats_partial[(row * NB + block) * 2 + 1] = l_all;
       }
-    }
-  }
-}
-
-#if FA_FUSED_MERGE
-// The last of the NB threadgroups of these query rows to finish merges their states in block
-// order (the same arithmetic whichever arrives last) and writes the output. Every thread fences
-// its stores before thread 0 counts the arrival; the last threadgroup fences before its loads.
-if (NB > 1) {
-  fa_device_fence();
-  threadgroup_barrier(mem_flags::mem_device);
-  if (tid == 0) {
-    tg_arrivals_before = fa_count_arrival(scratch + (int64_t(n) * (H_q / G) + kv_head) * tiles + tile);
-  }
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  if (tg_arrivals_before == NB - 1) {
-    fa_device_fence();
-    for (int i = tid; i < ROWS * D; i += THREADS) {
-      const int rr = tile * ROWS + i / D;
-      const int d = i % D;
-      if (rr < group_rows) {
-        const int64_t row = (int64_t(n) * H_q + kv_head * G + rr / L) * L + rr % L;
-        float m_all;
-        float l_all;
-        const float o = fa_merge_states(
-            fa_fresh<float>{stats_partial + row * NB * 2}, fa_fresh<float>{stats_partial + row * NB * 2 + 1}, 2,
-            fa_fresh<float>{out_partial + row * NB * D + d}, D, NB, m_all, l_all);
-        out[row * D + d] = static_cast<T>(fa_normalise(o, l_all));
-      }
-    }
-  }
-}
 #endif
+    }
+  }
+}

@@ -4,8 +4,8 @@
 
 Rows: a custom kernel that does nothing (MLX's floor per kernel); two such kernels, independent
 and with the second reading the first's output (what a dependency between launches costs); the
-launch without argument checks, with the blocks merged in the decode kernel (gpu.FUSED_MERGE,
-the default) and by a second kernel; the public call; mx.fast.scaled_dot_product_attention for
+decode kernel alone; the merge kernel alone, on partials evaluated beforehand; decode + merge
+(the launch without argument checks); the public call; mx.fast.scaled_dot_product_attention for
 comparison. Writes $OUT/overhead_B_S.json.
 """
 import json
@@ -22,33 +22,31 @@ sys.path.insert(0, os.path.dirname(__file__))
 from schedule_sweep import bench, decode_inputs  # noqa: E402
 
 
-def _launch(problem, fused):
-    """gpu.decode_attention (no argument checks) with the blocks merged in the decode launch or by
-    a second one."""
-    saved = gpu.FUSED_MERGE
-    gpu.FUSED_MERGE = fused
-    try:
-        return gpu.decode_attention(problem)
-    finally:
-        gpu.FUSED_MERGE = saved
-
-
 def main():
     B, S = (int(x) for x in sys.argv[1:3]) if len(sys.argv) > 2 else (1, 2048)
     q, k, v = decode_inputs(B, S)
     problem = plain_problem(q, k, v, None, None, None)
+    launch = gpu.decode_launch(problem, quantized=False)
+    decode = gpu._kernel(launch["name"], launch["input_names"], launch["output_names"],
+                         "decode_attention.metal", launch["defines"])
     empty_kernel = mx.fast.cuda_kernel(name="fa_empty", input_names=["x"], output_names=["y"], source="y[0] = 0.0f;")
 
     def empty(x):
         return empty_kernel(inputs=[x], grid=(32, 1, 1), threadgroup=(32, 1, 1),
                             output_shapes=[(1,)], output_dtypes=[mx.float32])[0]
 
+    partials = decode(**launch["call"])
+    mx.eval(partials)
+    merge = gpu._kernel("fa_merge_partials", ("out_partial", "stats_partial"), ("out",), "merge_partials.metal")
     rows = {
         "empty custom kernel": lambda: empty(q),
         "two independent empty kernels": lambda: [empty(q), empty(k)],
         "two dependent empty kernels": lambda: empty(empty(q)),
-        "fused merge (no checks)": lambda: _launch(problem, True),
-        "decode + merge launches (no checks)": lambda: _launch(problem, False),
+        "decode kernel": lambda: decode(**launch["call"])[0],
+        "merge kernel": lambda: merge(inputs=list(partials), template=[("T", q.dtype), ("D", 128)],
+                                      grid=(B * 32 * 128, 1, 1), threadgroup=(128, 1, 1),
+                                      output_shapes=[q.shape], output_dtypes=[q.dtype])[0],
+        "decode + merge (no checks)": lambda: gpu.decode_attention(problem),
         "fa.decode_attention": lambda: fa.decode_attention(q, k, v, backend="cuda"),
         "mx.fast.sdpa": lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=128 ** -0.5),
     }

@@ -1,8 +1,8 @@
 // cpu_compat.h: lets the Metal kernel bodies of metal/ compile as plain C++ and run on the CPU,
 // one fiber per GPU thread, for tests on machines without a GPU (tests/kernels/cpu_emulator.py).
 //
-// Threadgroups run one after another, in a shuffled order. `threadgroup` arrays become function statics (one
-// threadgroup alive at a time shares them), threadgroup_barrier is a barrier of the
+// Threadgroups run one after another, in a shuffled order. `threadgroup` arrays become function
+// statics (one threadgroup alive at a time shares them), threadgroup_barrier is a barrier of the
 // threadgroup's threads, and simd_shuffle_xor exchanges values through a per-simdgroup buffer
 // between two barriers of its 32 lanes. That needs the lanes of a simdgroup to reach every
 // shuffle together, which is the rule the kernels follow on the GPU as well. Nothing of the
@@ -115,17 +115,6 @@ inline void threadgroup_barrier(mem_flags) {
   fa_cpu_current->threadgroup_sync.wait();
 }
 
-// Device-memory atomics and fences: threadgroups run one at a time, so plain ints and no fence.
-enum memory_order { memory_order_relaxed, memory_order_seq_cst };
-enum thread_scope { thread_scope_device };
-inline void atomic_thread_fence(mem_flags, memory_order, thread_scope) {}
-typedef int atomic_int;
-inline int atomic_fetch_add_explicit(atomic_int* p, int v, memory_order) {
-  const int before = *p;
-  *p += v;
-  return before;
-}
-
 inline float simd_shuffle_xor(float x, ushort mask) {
   const uint sg = fa_cpu_tid / 32, lane = fa_cpu_tid % 32;
   float* values = fa_cpu_current->simd_values.data() + sg * 32;
@@ -154,7 +143,7 @@ inline void fa_cpu_launch(uint3 groups, uint threads, Body body) {
   g.simd_values.resize(g.simd_sync.size() * 32);
   fa_cpu_current = &g;
   // Threadgroups run in a shuffled (fixed) order, as a GPU may run them in any: a kernel that
-  // counts on, say, block NB - 1 finishing last fails here.
+  // counts on an order (say, block NB - 1 finishing last) fails here.
   std::vector<uint3> order;
   for (uint z = 0; z < groups.z; ++z) {
     for (uint y = 0; y < groups.y; ++y) {

@@ -2,10 +2,9 @@
 compiled for the host and run one fiber per GPU thread (tests/kernels/cpu_emulator.py).
 
 The same properties as on a GPU, on small shapes: parity with the float64 oracle (pinned
-schedule edges and drawn cases), and bit-exact batch and layer invariance; also for the
-single-pass launch (gpu.SINGLE_PASS_MAX_S), off by default until timed on a GPU, and the
-fused merge against the separate merge kernel. A change to a kernel
-is checked here, CI included, before it reaches a GPU.
+schedule edges and drawn cases), and bit-exact batch and layer invariance; and the same short
+cases both in one block (S <= gpu.SINGLE_PASS_MAX_S) and split into blocks merged by a second
+launch. A change to a kernel is checked here, CI included, before it reaches a GPU.
 """
 
 import contextlib
@@ -65,40 +64,27 @@ def test_emulated_layer_call_equals_stacked_layers(case):
 
 
 @contextlib.contextmanager
-def gpu_constants(**values):
-    saved = {name: getattr(gpu, name) for name in values}
-    for name, value in values.items():
-        setattr(gpu, name, value)
+def single_pass_up_to(max_s):
+    saved = gpu.SINGLE_PASS_MAX_S
+    gpu.SINGLE_PASS_MAX_S = max_s
     try:
         yield
     finally:
-        for name, value in saved.items():
-            setattr(gpu, name, value)
-
-
-@pinned(pinned_cases()[:3] + pinned_quantized_cases())
-@examples(0.2)
-@given(case=short_cases())
-def test_emulated_fused_merge_equals_two_launches(case):
-    """The blocks merged by the last one to finish (the default) give the very output of the
-    separate merge kernel (merge_partials.metal): the same states merged in the same order."""
-    with emulated_gpu():
-        fused = run_case(case, "cuda")
-        with gpu_constants(FUSED_MERGE=False):
-            two = run_case(case, "cuda")
-    assert mx.array_equal(fused, two), f"fused merge != two launches: {case}"
+        gpu.SINGLE_PASS_MAX_S = saved
 
 
 @examples(0.2)
 @given(case=short_cases())
-def test_emulated_single_pass(case):
-    """gpu.SINGLE_PASS_MAX_S on (one block takes every key, no merge): oracle parity and batch
-    invariance, and where the default also has a single block (S <= MIN_BLOCK), its very output."""
+def test_emulated_split_blocks(case):
+    """The short cases above mostly take one block (S <= gpu.SINGLE_PASS_MAX_S): here the same
+    cases split into blocks and merged by the second launch, for oracle parity and batch
+    invariance, and where the split path also has a single block (S <= MIN_BLOCK), the very
+    output of the single pass."""
     with emulated_gpu():
-        default = run_case(case, "cuda")
-        with gpu_constants(SINGLE_PASS_MAX_S=4096):
+        one = run_case(case, "cuda")
+        with single_pass_up_to(0):
             check_parity(case, "cuda")
             _check_requests(case, "cuda")
-            one = run_case(case, "cuda")
+            two = run_case(case, "cuda")
     if case.dims[5] <= gpu.MIN_BLOCK:
-        assert mx.array_equal(one, default), f"single pass != default with one block: {case}"
+        assert mx.array_equal(one, two), f"single pass != two launches with one block: {case}"
