@@ -43,11 +43,11 @@ def _env_keys(name: str, default: int) -> int:
 
 # Up to this S one block takes every key and the decode kernel writes the output itself: one
 # launch instead of two (decode, merge). It depends on S only, as the block does, so batched
-# output stays bit-identical to the per-request loop. On the H200 (docs/gpu.md, 2026-11-29) 512
-# keys in one block took 69.0 µs at B = 32 against 94.6 µs split in 4 blocks and merged, and
-# 33.9 against 54.1 µs at B = 1; one block of 2048 keys was slower at B = 1 (61.8 against 48.1:
-# 8 threadgroups cannot fill the GPU). FUSEDATTEND_SINGLE_PASS_MAX_S overrides it (0: never).
-SINGLE_PASS_MAX_S = _env_keys("FUSEDATTEND_SINGLE_PASS_MAX_S", 512)
+# output stays bit-identical to the per-request loop. On the H200 (docs/gpu.md, 2026-11-29,
+# docs/h200/single-pass/) one block beat split blocks + merge at every B tried up to S = 2048:
+# B = 1, 8, 32 at S = 2048: 34.1, 51.2, 111.6 µs against 43.6, 79.7, 161.4 µs.
+# FUSEDATTEND_SINGLE_PASS_MAX_S overrides it (0: always split).
+SINGLE_PASS_MAX_S = _env_keys("FUSEDATTEND_SINGLE_PASS_MAX_S", 2048)
 
 KERNEL_FILES = ("decode_attention.metal", "merge_partials.metal")
 HEADER_FILES = ("decode_attention.h",)
