@@ -1,0 +1,59 @@
+"""Host time of a decode call on the "cuda" path with the kernels stubbed: what Python adds to a
+call before MLX's own kernel call. Runs anywhere (no GPU): the stub returns fresh zeros.
+
+    python ci/host_cost.py          # µs per call: checks, launch set-up, gpu path, public call
+"""
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import mlx.core as mx  # noqa: E402
+
+import fusedattend as fa  # noqa: E402
+from fusedattend import _problem, backends, gpu  # noqa: E402
+
+
+class StubKernel:
+    """Called as an mx.fast kernel object is; returns zeros of the output shapes."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __call__(self, *, output_shapes, output_dtypes, **kwargs):
+        return [mx.zeros(shape, dtype) for shape, dtype in zip(output_shapes, output_dtypes)]
+
+
+def per_call_us(fn, calls=20000, samples=5):
+    fn()
+    best = float("inf")
+    for _ in range(samples):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best * 1e6
+
+
+def main(B=1, S=2048):
+    gpu._kernel = StubKernel
+    available = backends._is_available
+    backends._is_available = lambda name: name == "cuda" or available(name)
+    q = mx.random.normal((B, 32, 1, 128)).astype(mx.bfloat16)
+    k = mx.random.normal((B, 8, S, 128)).astype(mx.bfloat16)
+    mx.eval(q, k)
+    problem = _problem.plain_problem(q, k, k, None, None, None)
+    rows = {
+        "mx.zeros x2 (the stub's own cost)": lambda: (mx.zeros(q.shape, q.dtype), mx.zeros((1,), mx.float32)),
+        "argument checks (repeat signature)": lambda: _problem.plain_problem(q, k, k, None, None, None),
+        "launch set-up": lambda: gpu.decode_launch(problem, False),
+        "gpu path (set-up + stubbed kernels)": lambda: gpu.decode_attention(problem),
+        "public call": lambda: fa.decode_attention(q, k, k, backend="cuda"),
+    }
+    for name, fn in rows.items():
+        print(f"{name:40s} {per_call_us(fn):6.2f} µs")
+
+
+if __name__ == "__main__":
+    main(*(int(x) for x in sys.argv[1:3]))
