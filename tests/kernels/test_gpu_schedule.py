@@ -2,7 +2,8 @@
 
 The property suite covers the semantics on every backend; these fixed cases aim at what only
 the kernels have: key-block boundaries (S = BLOCK +- 1, many blocks), row tiles (G * L above
-MAX_ROWS), lanes past D (D = 80), blocks left empty by key ranges, and strided K/V.
+MAX_ROWS), lanes past D (D = 80), blocks left empty by key ranges, and strided K/V; the edges,
+tiles and masks both in one block and split into blocks merged by the second launch.
 Skipped unless a GPU backend is under test.
 """
 
@@ -48,11 +49,22 @@ def _close(out, ref, dtype):
 
 BLOCK_EDGES = sorted({1, 7, gpu.MIN_BLOCK - 1, gpu.MIN_BLOCK, gpu.MIN_BLOCK + 1, 1000, 4097, 9000})
 
+# Both launches at every S: "default" takes one block up to gpu.SINGLE_PASS_MAX_S, "split" splits
+# every S into blocks merged by the second launch (gpu.SINGLE_PASS_MAX_S = 0).
+PATHS = ["default", "split"]
 
+
+def _use_path(monkeypatch, path):
+    if path == "split":
+        monkeypatch.setattr(gpu, "SINGLE_PASS_MAX_S", 0)
+
+
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("S", BLOCK_EDGES)
 @pytest.mark.parametrize("dtype", [mx.float32, mx.float16, mx.bfloat16])
-def test_block_edges(backend, S, dtype):
+def test_block_edges(backend, S, dtype, path, monkeypatch):
     _skip_unless_gpu(backend)
+    _use_path(monkeypatch, path)
     q, k, v = _qkv(2, 8, 2, 1, S, 128, dtype, seed=S, spare=5)
     _close(fa.decode_attention(q, k, v, backend=backend), _reference(fa.decode_attention, q, k, v), dtype)
 
@@ -60,8 +72,10 @@ def test_block_edges(backend, S, dtype):
 @pytest.mark.parametrize("H_q,H_kv,L", [(32, 1, 8), (12, 4, 3), (4, 4, 8), (8, 2, 5)])
 @pytest.mark.parametrize("D", [8, 64, 80, 96, 128, 256])
 @pytest.mark.parametrize("mask", [None, "causal", "bool", "additive"])
-def test_tiles_head_dims_masks(backend, H_q, H_kv, L, D, mask):
+@pytest.mark.parametrize("path", PATHS)
+def test_tiles_head_dims_masks(backend, H_q, H_kv, L, D, mask, path, monkeypatch):
     _skip_unless_gpu(backend)
+    _use_path(monkeypatch, path)
     S = 300
     q, k, v = _qkv(2, H_q, H_kv, L, S, D, mx.float32, seed=D + L)
     if mask == "bool":
