@@ -44,10 +44,14 @@ def _env_keys(name: str, default: int) -> int:
 # Up to this S one block takes every key and the decode kernel writes the output itself: one
 # launch instead of two (decode, merge). It depends on S only, as the block does, so batched
 # output stays bit-identical to the per-request loop. On the H200 (docs/gpu.md, 2026-11-29,
-# docs/h200/single-pass/) one block beat split blocks + merge at every B tried up to S = 2048:
-# B = 1, 8, 32 at S = 2048: 34.1, 51.2, 111.6 µs against 43.6, 79.7, 161.4 µs.
-# FUSEDATTEND_SINGLE_PASS_MAX_S overrides it (0: always split).
-SINGLE_PASS_MAX_S = _env_keys("FUSEDATTEND_SINGLE_PASS_MAX_S", 2048)
+# docs/h200/single-pass/) one block beat split blocks + merge at every B up to S = 2048 when the
+# benchmark re-reads one cache (L2-resident when small): B = 32, S = 512: 54.0 against 83.4 µs.
+# But a one-block threadgroup read about 8 GB/s from DRAM in the layer-axis run (288 of them,
+# 302 MB in 126 µs at S = 2048); if one request's 8 threadgroups do no better, B = 1 at S = 2048
+# with the cache in DRAM (a model's decode step) takes about 125 µs against about 50 split. So
+# 512 keys (256 KB a threadgroup) until a cold-cache sweep (ci/gpu/h200-session.sh cold) says
+# more. FUSEDATTEND_SINGLE_PASS_MAX_S overrides it (0: always split).
+SINGLE_PASS_MAX_S = _env_keys("FUSEDATTEND_SINGLE_PASS_MAX_S", 512)
 
 KERNEL_FILES = ("decode_attention.metal", "merge_partials.metal")
 HEADER_FILES = ("decode_attention.h",)
