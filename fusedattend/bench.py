@@ -16,6 +16,11 @@ and prints µs per call, GB/s of K/V read and the ratio of each backend to each 
 (peer time / backend time: > 1 means the backend is faster). The machine's memory-read
 bandwidth is measured in the same run (best of several numpy sums over a large array).
 
+By default every call reads the same K/V, so a small cache is served from the processor's last
+cache level after the first call (the H200's L2 holds 50 MB). A model's decode step reads each
+layer's cache once, from memory: --cold-mb N makes consecutive calls read different copies of
+the cache, at least N MB of them in all, for every implementation alike.
+
 The timing helpers here (`time_call`, `memory_read_bandwidth`, `make_case`, `implementations`)
 are the ones tests/perf uses.
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import statistics
 import sys
@@ -122,6 +128,26 @@ def _torch_sdpa():
     return torch, F
 
 
+def cold_cases(B, S, fmt, cold_bytes, **shape):
+    """make_case copies of one shape (other seeds), enough to hold cold_bytes of K/V; one when
+    cold_bytes is 0."""
+    cases = [make_case(B, S, fmt, **shape)]
+    count = max(1, -(-cold_bytes // cases[0]["kv_bytes"]))
+    return cases + [make_case(B, S, fmt, seed=seed, **shape) for seed in range(1, count)]
+
+
+def in_turn(cases, backends):
+    """implementations() of every copy, each name calling its copies in turn."""
+    per_copy = [implementations(case, backends) for case in cases]
+    if len(per_copy) == 1:
+        return per_copy[0]
+    turns = {}
+    for name in per_copy[0]:
+        fns = itertools.cycle([impls[name] for impls in per_copy])
+        turns[name] = lambda fns=fns: next(fns)()
+    return turns
+
+
 def implementations(case, backends):
     """name -> zero-argument callable returning an mx.array (or a synced torch tensor)."""
     q, scale = case["q"], case["scale"]
@@ -204,10 +230,14 @@ def parse_args(argv):
     p.add_argument("--inner", type=int, default=8 if on_gpu else 1,
                    help="calls queued per mx.eval (amortises GPU launch latency)")
     p.add_argument("--budget", type=float, default=3.0, help="stop repeating one timing after this many seconds")
+    p.add_argument("--cold-mb", type=int, default=0, metavar="N",
+                   help="consecutive calls read different copies of the cache, N MB in all (0: one cache)")
     p.add_argument("--json", default=None, help="write the results here")
     p.add_argument("--plot", default=None, help="write a GB/s-vs-S plot here (needs matplotlib)")
     args = p.parse_args(argv)
     args.backends = args.backends or fa.available_backends()
+    if args.cold_mb < 0:
+        p.error(f"--cold-mb must be >= 0, got {args.cold_mb}")
     for fmt in args.formats:
         if fmt not in FLOAT_FORMATS and not (is_quantized(fmt) and fmt[1:].isdigit()):
             p.error(f"unknown format {fmt!r}")
@@ -222,9 +252,10 @@ def run_sweep(args, log=print):
     for fmt in args.formats:
         for B in args.B:
             for S in args.S:
-                case = make_case(B, S, fmt, args.H_q, args.H_kv, args.D, args.L,
-                                 FLOAT_FORMATS[args.qdtype], args.group_size)
-                impls = implementations(case, args.backends)
+                cases = cold_cases(B, S, fmt, args.cold_mb << 20, H_q=args.H_q, H_kv=args.H_kv, D=args.D,
+                                   L=args.L, qdtype=FLOAT_FORMATS[args.qdtype], group_size=args.group_size)
+                case = cases[0]
+                impls = in_turn(cases, args.backends)
                 if args.no_peers:
                     impls = {n: f for n, f in impls.items() if n in FUSED_BACKENDS}
                 for name, fn in impls.items():
@@ -241,7 +272,7 @@ def run_sweep(args, log=print):
                            "kv_bytes": case["kv_bytes"], "gbps": case["kv_bytes"] / best / 1e9}
                     rows.append(row)
                     log(f" {row['us']:>11.1f} µs {row['gbps']:>7.2f} GB/s")
-                del case, impls
+                del case, cases, impls
     return bandwidth, rows, failures
 
 
@@ -321,6 +352,7 @@ def main(argv=None):
         "shape": {"H_q": args.H_q, "H_kv": args.H_kv, "D": args.D, "L": args.L,
                   "group_size": args.group_size, "qdtype": args.qdtype},
         "repeats": args.repeats, "inner": args.inner, "backends": args.backends,
+        "cold_mb": args.cold_mb,
     }
     print(f"fusedattend bench on {meta['chip']} (mlx {meta['mlx']}, {meta['device']}), "
           f"backends {args.backends}")

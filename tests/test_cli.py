@@ -33,3 +33,37 @@ def test_check_prints_a_table_per_backend(capsys):
     printed = capsys.readouterr().out
     assert "reference: 48/48 within tolerance" in printed
     assert "Q-B1-Hq16-Hkv4-L4-S300-D128-float16-causal-q4g128" in printed
+
+
+def test_cold_mb_calls_read_each_copy_in_turn():
+    """--cold-mb: enough copies of the cache for the bytes asked, and each implementation reads
+    them one after another (each copy's output differs; the third call is the first copy again)."""
+    import mlx.core as mx
+
+    from fusedattend import bench
+
+    one = bench.make_case(1, 16, "bfloat16", H_q=4, H_kv=2, D=64)
+    cases = bench.cold_cases(1, 16, "bfloat16", 2 * one["kv_bytes"] + 1, H_q=4, H_kv=2, D=64)
+    assert len(cases) == 3
+    assert len(bench.cold_cases(1, 16, "bfloat16", 0, H_q=4, H_kv=2, D=64)) == 1
+    impls = bench.in_turn(cases[:2], ["reference"])
+    for name in ("reference", "mx.fast.sdpa"):
+        first, second, third = (impls[name]() for _ in range(3))
+        assert not mx.array_equal(first, second) and mx.array_equal(first, third), name
+
+
+def test_bench_cold_mb_end_to_end(tmp_path):
+    out_json = tmp_path / "bench.json"
+    rc = main(["bench", "--B", "1", "--S", "16", "--formats", "bfloat16,q4", "--H-q", "4", "--H-kv", "2",
+               "--D", "64", "--repeats", "1", "--backends", "reference", "--cold-mb", "1",
+               "--json", str(out_json)])
+    assert rc == 0
+    data = json.loads(out_json.read_text())
+    assert data["meta"]["cold_mb"] == 1
+    assert {r["impl"] for r in data["results"]} >= {"reference", "mx.fast.sdpa", "dequant+sdpa"}
+
+
+def test_bench_refuses_negative_cold_mb(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["bench", "--cold-mb", "-1"])
+    assert info.value.code == 2 and "--cold-mb" in capsys.readouterr().err

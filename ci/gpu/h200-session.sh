@@ -8,9 +8,10 @@
 #   ci/gpu/h200-session.sh profile    the schedule sweep, Nsight Compute counters of each decode
 #                                     kernel and MLX's at two shapes, per-call overhead, the layer axis
 #   ci/gpu/h200-session.sh perf       H200 perf baselines (tests/perf), the benchmark table and plot
-#   ci/gpu/h200-session.sh cold       one block or split, timed with K/V that is not in L2
-#                                     (gpu.SINGLE_PASS_MAX_S; docs/gpu.md: the benchmark re-reads
-#                                     one cache, which small shapes then find in L2)
+#   ci/gpu/h200-session.sh cold       one block or split (gpu.SINGLE_PASS_MAX_S), and the
+#                                     benchmark table, with K/V that is not in L2 (docs/gpu.md:
+#                                     the default benchmark re-reads one cache, which small
+#                                     shapes then find in L2)
 # MLX caches compiled kernels on disk by kernel name only (MLX_PTX_CACHE_DIR): a directory per
 # version of metal/, so that an edited kernel is never served from an earlier build.
 set -u
@@ -57,6 +58,9 @@ case "${1:-}" in
   cold)
     SWEEP_COLD_MB=${SWEEP_COLD_MB:-200} SWEEP_SHAPES=${SWEEP_SHAPES:-1x512,1x2048,1x8192,8x2048,8x8192,32x2048,32x8192} \
       timeout "${SWEEP_S:-300}" python3 ci/gpu/schedule_sweep.py '{"SINGLE_PASS_MAX_S": 0}' '{"SINGLE_PASS_MAX_S": 512}' \
-      '{"SINGLE_PASS_MAX_S": 2048}' '{"SINGLE_PASS_MAX_S": 8192}' > "$OUT/sweep-cold.log" 2>&1; cut -c1-140 "$OUT/sweep-cold.log" ;;
+      '{"SINGLE_PASS_MAX_S": 2048}' '{"SINGLE_PASS_MAX_S": 8192}' > "$OUT/sweep-cold.log" 2>&1; cut -c1-140 "$OUT/sweep-cold.log"
+    timeout "${BENCH_S:-200}" python3 -m fusedattend bench --B 1,8,32 --S 512,2048,8192,32768 --formats bfloat16,q4 \
+      --backends cuda --inner 20 --repeats 5 --budget 1.5 --cold-mb "${SWEEP_COLD_MB:-200}" \
+      --json "$OUT/bench-cold.json" --plot "$OUT/bench-cold.png" > "$OUT/bench-cold.log" 2>&1; tail -40 "$OUT/bench-cold.log" ;;
   *) echo "usage: ci/gpu/h200-session.sh verify|sanitize|profile|perf|cold" >&2; exit 2 ;;
 esac
