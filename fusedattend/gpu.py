@@ -21,6 +21,10 @@ from ._problem import Problem
 
 SIMD_WIDTH = 32
 SIMDGROUPS = 4  # threadgroup of 128 threads
+# A single-pass threadgroup streams all S keys of its rows alone: more simdgroups keep more keys
+# in flight (at most 8: 256 threads x 230 registers of the 4-bit variant fit in 64K). To be
+# swept with K/V out of L2 (ci/gpu/h200-session.sh cold) before it changes.
+SINGLE_PASS_SIMDGROUPS = 4
 ELEMENTS_PER_LANE = 8  # E: elements of a K/V row a lane holds (at least D / 32)
 KEY_BYTES_IN_FLIGHT = 32  # a lane's bytes of K (as many of V) loaded before any is used
 MAX_KEYS_IN_FLIGHT = 4
@@ -155,13 +159,14 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
     tiles = math.ceil(G * L / rows)
     block = S if single_pass else block_keys(S)
     NB = math.ceil(S / block)
-    threads = SIMDGROUPS * SIMD_WIDTH
+    simdgroups = SINGLE_PASS_SIMDGROUPS if single_pass else SIMDGROUPS
+    threads = simdgroups * SIMD_WIDTH
     if quantized:
         keys_in_flight = QUANTIZED_KEYS_IN_FLIGHT
     else:  # U: keys each lane loads (K and V) before using any of them
         keys_in_flight = max(1, min(MAX_KEYS_IN_FLIGHT, KEY_BYTES_IN_FLIGHT // (elements * dtype.size)))
     template = [("T", dtype), ("D", D), ("E", elements), ("ROWS", rows), ("U", keys_in_flight),
-                ("NSG", SIMDGROUPS), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype)]
+                ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype)]
     if quantized:
         template += [("BITS", bits), ("ST", scales_dtype)]
     return dict(

@@ -58,7 +58,8 @@ case "${1:-}" in
   cold)
     SWEEP_COLD_MB=${SWEEP_COLD_MB:-200} SWEEP_SHAPES=${SWEEP_SHAPES:-1x512,1x2048,1x8192,8x2048,8x8192,32x2048,32x8192} \
       timeout "${SWEEP_S:-300}" python3 ci/gpu/schedule_sweep.py '{"SINGLE_PASS_MAX_S": 0}' '{"SINGLE_PASS_MAX_S": 512}' \
-      '{"SINGLE_PASS_MAX_S": 2048}' '{"SINGLE_PASS_MAX_S": 8192}' > "$OUT/sweep-cold.log" 2>&1; cut -c1-140 "$OUT/sweep-cold.log"
+      '{"SINGLE_PASS_MAX_S": 2048}' '{"SINGLE_PASS_MAX_S": 8192}' '{"SINGLE_PASS_MAX_S": 2048, "SINGLE_PASS_SIMDGROUPS": 8}' \
+      > "$OUT/sweep-cold.log" 2>&1; cut -c1-140 "$OUT/sweep-cold.log"
     timeout "${BENCH_S:-200}" python3 -m fusedattend bench --B 1,8,32 --S 512,2048,8192,32768 --formats bfloat16,q4 \
       --backends cuda --inner 20 --repeats 5 --budget 1.5 --cold-mb "${SWEEP_COLD_MB:-200}" \
       --json "$OUT/bench-cold.json" --plot "$OUT/bench-cold.png" > "$OUT/bench-cold.log" 2>&1; tail -40 "$OUT/bench-cold.log" ;;

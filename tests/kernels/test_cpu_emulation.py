@@ -88,3 +88,21 @@ def test_emulated_split_blocks(case):
             two = run_case(case, "cuda")
     if case.dims[5] <= gpu.MIN_BLOCK:
         assert mx.array_equal(one, two), f"single pass != two launches with one block: {case}"
+
+
+@pinned(pinned_cases()[:3] + pinned_quantized_cases()[:1] + LAYERED[:1])
+@examples(0.1)
+@given(case=short_cases())
+def test_emulated_single_pass_with_8_simdgroups(case):
+    """gpu.SINGLE_PASS_SIMDGROUPS = 8 (a sweep option, not the default): oracle parity and batch
+    invariance with twice the threads streaming one block."""
+    saved = gpu.SINGLE_PASS_SIMDGROUPS
+    gpu.SINGLE_PASS_SIMDGROUPS = 8
+    gpu._schedule.cache_clear()
+    try:
+        with emulated_gpu(), single_pass_up_to(4096):
+            check_parity(case, "cuda")
+            _check_requests(case, "cuda")
+    finally:
+        gpu.SINGLE_PASS_SIMDGROUPS = saved
+        gpu._schedule.cache_clear()
