@@ -1,10 +1,11 @@
 """Sweep the GPU schedule constants of fusedattend.gpu on decode shapes (H_q=32, H_kv=8, D=128).
 
 Each variant overrides module constants (ELEMENTS_PER_LANE, KEY_BYTES_IN_FLIGHT,
-QUANTIZED_KEYS_IN_FLIGHT, SIMDGROUPS, MAX_ROWS, TARGET_BLOCKS, ...). Prints µs per call (best of 5 samples of 20 queued calls, in each of
-SWEEP_ROUNDS (3) rounds in which the variants take turns),
-GB/s, the ratio to mx.fast.scaled_dot_product_attention and the max error against the reference
-computed on the CPU stream. Writes $OUT/schedule_sweep.json (or ./schedule_sweep.json).
+QUANTIZED_KEYS_IN_FLIGHT, SIMDGROUPS, MAX_ROWS, TARGET_BLOCKS, SINGLE_PASS_MAX_S, ...). Prints µs
+per call (best of 5 samples of 20 queued calls, kept over SWEEP_ROUNDS (3) rounds in which the
+variants take turns), GB/s, the ratio to mx.fast.scaled_dot_product_attention and the max error
+against the reference computed on the CPU stream. Writes $OUT/schedule_sweep.json (or
+./schedule_sweep.json).
 
     python ci/gpu/schedule_sweep.py '{}' '{"KEY_BYTES_IN_FLIGHT": 64}' '{"SIMDGROUPS": 8}'
     SWEEP_SHAPES=1x512,32x512 python ci/gpu/schedule_sweep.py '{}'     # B x S shapes other than the five
