@@ -64,13 +64,18 @@ def test_emulated_layer_call_equals_stacked_layers(case):
 
 
 @contextlib.contextmanager
-def single_pass_up_to(max_s):
-    saved = gpu.SINGLE_PASS_MAX_S
-    gpu.SINGLE_PASS_MAX_S = max_s
+def gpu_constants(**values):
+    """Schedule constants of fusedattend.gpu set for the block (the cached schedule with them)."""
+    saved = {name: getattr(gpu, name) for name in values}
+    for name, value in values.items():
+        setattr(gpu, name, value)
+    gpu._schedule.cache_clear()
     try:
         yield
     finally:
-        gpu.SINGLE_PASS_MAX_S = saved
+        for name, value in saved.items():
+            setattr(gpu, name, value)
+        gpu._schedule.cache_clear()
 
 
 @examples(0.2)
@@ -82,7 +87,7 @@ def test_emulated_split_blocks(case):
     output of the single pass."""
     with emulated_gpu():
         one = run_case(case, "cuda")
-        with single_pass_up_to(0):
+        with gpu_constants(SINGLE_PASS_MAX_S=0):
             check_parity(case, "cuda")
             _check_requests(case, "cuda")
             two = run_case(case, "cuda")
@@ -96,13 +101,6 @@ def test_emulated_split_blocks(case):
 def test_emulated_single_pass_with_8_simdgroups(case):
     """gpu.SINGLE_PASS_SIMDGROUPS = 8 (a sweep option, not the default): oracle parity and batch
     invariance with twice the threads streaming one block."""
-    saved = gpu.SINGLE_PASS_SIMDGROUPS
-    gpu.SINGLE_PASS_SIMDGROUPS = 8
-    gpu._schedule.cache_clear()
-    try:
-        with emulated_gpu(), single_pass_up_to(4096):
-            check_parity(case, "cuda")
-            _check_requests(case, "cuda")
-    finally:
-        gpu.SINGLE_PASS_SIMDGROUPS = saved
-        gpu._schedule.cache_clear()
+    with emulated_gpu(), gpu_constants(SINGLE_PASS_SIMDGROUPS=8, SINGLE_PASS_MAX_S=4096):
+        check_parity(case, "cuda")
+        _check_requests(case, "cuda")
