@@ -62,13 +62,10 @@ def _from_numpy(a: np.ndarray, dtype) -> mx.array:
     return out.view(mx.bfloat16) if dtype == mx.bfloat16 else out
 
 
-def _fresh_output(shape, dtype, init_value):
-    """An output buffer as a launch gets it: filled with init_value if given, else garbage (every
-    bit set: NaN floats, -1 ints), as fresh device memory may hold, so that a kernel relying on
-    zeros it did not ask for fails here."""
-    if init_value is not None:
-        assert init_value == 0, "only a zero fill has the same bits in every dtype"
-        return np.zeros(shape, dtype=STORAGE[dtype])
+def _fresh_output(shape, dtype):
+    """An output buffer as a launch without init_value gets it: garbage (every bit set: NaN
+    floats, -1 ints), as fresh device memory may hold, so that a kernel relying on zeros fails
+    here."""
     storage = np.dtype(STORAGE[dtype])
     return np.full(math.prod(shape) * storage.itemsize, 0xFF, dtype=np.uint8).view(storage).reshape(shape)
 
@@ -127,7 +124,7 @@ class EmulatedKernel:
         self.input_names, self.output_names = list(input_names), list(output_names)
         self.body_file, self.defines = body_file, defines
 
-    def __call__(self, *, inputs, template, grid, threadgroup, output_shapes, output_dtypes, init_value=None, **_):
+    def __call__(self, *, inputs, template, grid, threadgroup, output_shapes, output_dtypes, **_):
         body, header = gpu.kernel_sources(self.body_file, self.defines)  # the Metal form
         program = _program(body, header, list(zip(self.input_names, [x.dtype for x in inputs])),
                            self.output_names, output_dtypes, template)
@@ -146,7 +143,7 @@ class EmulatedKernel:
             elif what == "strides":
                 a = np.array([s // a.itemsize for s in a.strides], dtype=np.int64)
             push(a)
-        outs = [_fresh_output(shape, dtype, init_value) for shape, dtype in zip(output_shapes, output_dtypes)]
+        outs = [_fresh_output(shape, dtype) for shape, dtype in zip(output_shapes, output_dtypes)]
         for a in outs:
             push(a)
         groups = [(g + t - 1) // t for g, t in zip(grid, threadgroup)]  # grid counts threads
