@@ -11,15 +11,16 @@ against the reference computed on the CPU stream. Writes $OUT/schedule_sweep.jso
     SWEEP_SHAPES=1x512,32x512 python ci/gpu/schedule_sweep.py '{}'     # B x S shapes other than the five
     SWEEP_COLD_MB=200 python ci/gpu/schedule_sweep.py '{}' '{"SINGLE_PASS_MAX_S": 0}'   # K/V not in L2
 """
+import itertools
 import json
 import os
 import sys
-import time
 
 import mlx.core as mx
 
 import fusedattend as fa
 from fusedattend import gpu
+from fusedattend.bench import cold_cases, time_call
 
 
 def decode_inputs(B, S):
@@ -38,27 +39,23 @@ COLD_BYTES = int(os.environ.get("SWEEP_COLD_MB", 0)) * 2 ** 20
 
 
 class Caches:
-    """Copies of one shape's K/V (plain and 4-bit); `next()` hands them out in turn."""
+    """Copies of one shape's K/V, plain (bf16) and 4-bit, made by fusedattend.bench.cold_cases
+    (enough of each to hold COLD_BYTES); `next()` hands them out in turn."""
 
-    def __init__(self, k, v, count):
-        self.plain = [(k, v)] + [(k + 0, v + 0) for _ in range(count - 1)]
-        self.quantized = [(fa.quantize_kv(a), fa.quantize_kv(b)) for a, b in self.plain]
-        mx.eval(self.plain, self.quantized)
-        self.turn = 0
+    def __init__(self, B, S):
+        plain = cold_cases(B, S, "bfloat16", COLD_BYTES)
+        self.q = plain[0]["q"]
+        self.plain = itertools.cycle([(c["k"], c["v"]) for c in plain])
+        self.quantized = itertools.cycle([(c["kq"], c["vq"]) for c in cold_cases(B, S, "q4", COLD_BYTES)])
+        self.first = plain[0]["k"], plain[0]["v"]
 
     def next(self, quantized=False):
-        self.turn = (self.turn + 1) % len(self.plain)
-        return (self.quantized if quantized else self.plain)[self.turn]
+        return next(self.quantized if quantized else self.plain)
 
 
-def bench(fn, reps=20, iters=5):
-    mx.eval(fn())
-    best = 1e9
-    for _ in range(iters):
-        t = time.perf_counter()
-        mx.eval([fn() for _ in range(reps)])
-        best = min(best, (time.perf_counter() - t) / reps)
-    return best * 1e6
+def bench(fn):
+    """µs per call: the best of 5 samples of 20 queued calls."""
+    return min(time_call(fn, repeats=5, inner=20)) * 1e6
 
 
 def main():
@@ -67,8 +64,8 @@ def main():
               for shape in os.environ.get("SWEEP_SHAPES", "1x2048,1x32768,8x8192,32x2048,32x32768").split(",")]
     data = {}
     for B, S in shapes:
-        q, k, v = decode_inputs(B, S)
-        caches = Caches(k, v, max(1, -(-COLD_BYTES // (2 * k.nbytes))))
+        caches = Caches(B, S)
+        q, (k, v) = caches.q, caches.first
         with mx.stream(mx.cpu):
             ref = fa.decode_attention(q, k, v, backend="reference")
             mx.eval(ref)
