@@ -3,10 +3,10 @@
     python ci/gpu/overhead.py [B S]       # default B=1, S=2048 (bf16, H_q=32, H_kv=8, D=128)
 
 Rows: a custom kernel that does nothing (MLX's floor per kernel); two such kernels, independent
-and with the second reading the first's output (what a dependency between launches costs); the
-decode kernel alone; the merge kernel alone, on partials evaluated beforehand; decode + merge
-(the launch without argument checks); the public call; mx.fast.scaled_dot_product_attention for
-comparison. Writes $OUT/overhead_B_S.json.
+and with the second reading the first's output (what a dependency between launches costs); on
+the split path (gpu.SINGLE_PASS_MAX_S = 0, whatever S): the decode kernel alone, the merge kernel
+alone on partials evaluated beforehand, decode + merge without argument checks; the public call
+as the default schedule makes it; mx.fast.scaled_dot_product_attention for comparison. Writes $OUT/overhead_B_S.json.
 """
 import json
 import os
@@ -22,11 +22,21 @@ sys.path.insert(0, os.path.dirname(__file__))
 from schedule_sweep import bench, decode_inputs  # noqa: E402
 
 
+def split(fn):
+    """fn with the keys split into blocks and merged by a second launch, at any S."""
+    saved = gpu.SINGLE_PASS_MAX_S
+    gpu.SINGLE_PASS_MAX_S = 0
+    try:
+        return fn()
+    finally:
+        gpu.SINGLE_PASS_MAX_S = saved
+
+
 def main():
     B, S = (int(x) for x in sys.argv[1:3]) if len(sys.argv) > 2 else (1, 2048)
     q, k, v = decode_inputs(B, S)
     problem = plain_problem(q, k, v, None, None, None)
-    launch = gpu.decode_launch(problem, quantized=False)
+    launch = split(lambda: gpu.decode_launch(problem, quantized=False))
     decode = gpu._kernel(launch["name"], launch["input_names"], launch["output_names"],
                          "decode_attention.metal", launch["defines"])
     empty_kernel = mx.fast.cuda_kernel(name="fa_empty", input_names=["x"], output_names=["y"], source="y[0] = 0.0f;")
@@ -46,7 +56,7 @@ def main():
         "merge kernel": lambda: merge(inputs=list(partials), template=[("T", q.dtype), ("D", 128)],
                                       grid=(B * 32 * 128, 1, 1), threadgroup=(128, 1, 1),
                                       output_shapes=[q.shape], output_dtypes=[q.dtype])[0],
-        "decode + merge (no checks)": lambda: gpu.decode_attention(problem),
+        "decode + merge (no checks)": lambda: split(lambda: gpu.decode_attention(problem)),
         "fa.decode_attention": lambda: fa.decode_attention(q, k, v, backend="cuda"),
         "mx.fast.sdpa": lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=128 ** -0.5),
     }
