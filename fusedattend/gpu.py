@@ -20,13 +20,24 @@ import mlx.core as mx
 from ._problem import Problem
 
 SIMD_WIDTH = 32
-SIMDGROUPS = 4  # threadgroup of 128 threads
+# Simdgroups of a split block's threadgroup: 2 (64 threads). An SM holds as many warps as with 4
+# (12 at 162-164 registers a thread), from twice as many blocks, each streamed by fewer simdgroups.
+# Cold-cache sweeps on the H200 (docs/h200/cold/, 2026-11-29): bf16 B = 32, S = 16384 / 32768:
+# 690 / 1235 against 712 / 1252 µs with 4; 4-bit B = 32, S = 32768: 1787 and 1807 against 1859
+# and 1873 µs in two sweeps; B = 1 even (84.9 against 84.3 µs at S = 32768). Not profiled.
+SIMDGROUPS = 2
 # A single-pass threadgroup streams all S keys of its rows alone: more simdgroups keep more keys
-# in flight (at most 8: 256 threads x 230 registers of the 4-bit variant fit in 64K). To be
-# swept with K/V out of L2 (ci/gpu/h200-session.sh cold) before it changes.
+# in flight (at most 8: 256 threads x 230 registers of the 4-bit variant fit in 64K). 2 and 8 were
+# no faster with caches out of L2 (docs/h200/cold/).
 SINGLE_PASS_SIMDGROUPS = 4
 ELEMENTS_PER_LANE = 8  # E: elements of a K/V row a lane holds (at least D / 32)
 KEY_BYTES_IN_FLIGHT = 32  # a lane's bytes of K (as many of V) loaded before any is used
+# The same in one block: U = 4 keys for bf16 (212 registers, 2 threadgroups an SM). A one-block
+# launch has few threadgroups (B x H_kv x tiles; 256 at B = 32), so it is short of loads in
+# flight, not of registers. Cold caches, S = 8192 (docs/h200/cold/sweep-cold-8192.log): B = 32:
+# 356 against 418 µs, B = 8: 118 against 134; within 5% either way at S <= 2048. In split
+# blocks, whose grids fill the SMs, it was slower (B = 32, S = 32768: 1337 against 1252).
+SINGLE_PASS_KEY_BYTES_IN_FLIGHT = 64
 MAX_KEYS_IN_FLIGHT = 4
 QUANTIZED_KEYS_IN_FLIGHT = 4  # U for quantized K/V (each key also loads 4 scales and biases)
 MAX_ROWS = 8  # query rows (GQA heads x positions) per threadgroup; more rows -> more tiles
@@ -47,15 +58,13 @@ def _env_keys(name: str, default: int) -> int:
 
 # Up to this S one block takes every key and the decode kernel writes the output itself: one
 # launch instead of two (decode, merge). It depends on S only, as the block does, so batched
-# output stays bit-identical to the per-request loop. On the H200 (docs/gpu.md, 2026-11-29,
-# docs/h200/single-pass/) one block beat split blocks + merge at every B up to S = 2048 when the
-# benchmark re-reads one cache (L2-resident when small): B = 32, S = 512: 54.0 against 83.4 µs.
-# But a one-block threadgroup read about 8 GB/s from DRAM in the layer-axis run (288 of them,
-# 302 MB in 126 µs at S = 2048); if one request's 8 threadgroups do no better, B = 1 at S = 2048
-# with the cache in DRAM (a model's decode step) takes about 125 µs against about 50 split. So
-# 512 keys (256 KB a threadgroup) until a cold-cache sweep (ci/gpu/h200-session.sh cold) says
-# more. FUSEDATTEND_SINGLE_PASS_MAX_S overrides it (0: always split).
-SINGLE_PASS_MAX_S = _env_keys("FUSEDATTEND_SINGLE_PASS_MAX_S", 512)
+# output stays bit-identical to the per-request loop. Timed on the H200 with caches out of L2
+# (ci/gpu/h200-session.sh cold, docs/h200/cold/sweep-cold.log, 2026-11-29), one block beat split
+# blocks + merge at every B up to S = 8192: bf16 B = 1 / 8 / 32 at S = 8192: 50.0 / 117.7 / 395.6
+# against 60.5 / 132.0 / 409.6 µs; 4-bit 68.4 / 161.4 / 474.2 against 82.1 / 208.6 / 612.5.
+# At S = 16384 it was mixed (B = 32: 743 against 713 µs split; 4-bit faster), so 8192.
+# FUSEDATTEND_SINGLE_PASS_MAX_S overrides it (0: always split).
+SINGLE_PASS_MAX_S = _env_keys("FUSEDATTEND_SINGLE_PASS_MAX_S", 8192)
 
 KERNEL_FILES = ("decode_attention.metal", "merge_partials.metal")
 HEADER_FILES = ("decode_attention.h",)
@@ -164,7 +173,8 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
     if quantized:
         keys_in_flight = QUANTIZED_KEYS_IN_FLIGHT
     else:  # U: keys each lane loads (K and V) before using any of them
-        keys_in_flight = max(1, min(MAX_KEYS_IN_FLIGHT, KEY_BYTES_IN_FLIGHT // (elements * dtype.size)))
+        key_bytes = SINGLE_PASS_KEY_BYTES_IN_FLIGHT if single_pass else KEY_BYTES_IN_FLIGHT
+        keys_in_flight = max(1, min(MAX_KEYS_IN_FLIGHT, key_bytes // (elements * dtype.size)))
     template = [("T", dtype), ("D", D), ("E", elements), ("ROWS", rows), ("U", keys_in_flight),
                 ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype)]
     if quantized:
