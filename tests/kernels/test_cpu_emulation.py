@@ -84,12 +84,15 @@ def test_emulated_split_blocks(case):
     """The short cases above mostly take one block (S <= gpu.SINGLE_PASS_MAX_S): here the same
     cases split into blocks and merged by the second launch, for oracle parity and batch
     invariance, and where the split path also has a single block (S <= MIN_BLOCK), the very
-    output of the single pass."""
+    output of the single pass when both launches stream the keys alike."""
     with emulated_gpu():
         one = run_case(case, "cuda")
         with gpu_constants(SINGLE_PASS_MAX_S=0):
             check_parity(case, "cuda")
             _check_requests(case, "cuda")
+        alike = dict(SIMDGROUPS=gpu.SINGLE_PASS_SIMDGROUPS, KEY_BYTES_IN_FLIGHT=gpu.SINGLE_PASS_KEY_BYTES_IN_FLIGHT,
+                     STEPS_AHEAD=gpu.SINGLE_PASS_STEPS_AHEAD)
+        with gpu_constants(SINGLE_PASS_MAX_S=0, **alike):
             two = run_case(case, "cuda")
     if case.dims[5] <= gpu.MIN_BLOCK:
         assert mx.array_equal(one, two), f"single pass != two launches with one block: {case}"
