@@ -38,8 +38,6 @@ KEY_BYTES_IN_FLIGHT = 32  # a lane's bytes of K (as many of V) loaded before any
 # 356 against 418 µs, B = 8: 118 against 134; within 5% either way at S <= 2048. In split
 # blocks, whose grids fill the SMs, it was slower (B = 32, S = 32768: 1337 against 1252).
 SINGLE_PASS_KEY_BYTES_IN_FLIGHT = 64
-STEPS_AHEAD = 1  # AHEAD: steps whose loads are in flight while a step computes
-SINGLE_PASS_STEPS_AHEAD = 1
 MAX_KEYS_IN_FLIGHT = 4
 QUANTIZED_KEYS_IN_FLIGHT = 4  # U for quantized K/V (each key also loads 4 scales and biases)
 MAX_ROWS = 8  # query rows (GQA heads x positions) per threadgroup; more rows -> more tiles
@@ -177,9 +175,8 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
     else:  # U: keys each lane loads (K and V) before using any of them
         key_bytes = SINGLE_PASS_KEY_BYTES_IN_FLIGHT if single_pass else KEY_BYTES_IN_FLIGHT
         keys_in_flight = max(1, min(MAX_KEYS_IN_FLIGHT, key_bytes // (elements * dtype.size)))
-    steps_ahead = SINGLE_PASS_STEPS_AHEAD if single_pass else STEPS_AHEAD
     template = [("T", dtype), ("D", D), ("E", elements), ("ROWS", rows), ("U", keys_in_flight),
-                ("AHEAD", steps_ahead), ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype)]
+                ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype)]
     if quantized:
         template += [("BITS", bits), ("ST", scales_dtype)]
     return dict(

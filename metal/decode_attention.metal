@@ -7,7 +7,7 @@
 //   KEY_LANES lanes share a key: each holds E elements of it (of K and of V), and E elements of
 //   every scaled query row and of every output accumulator, in registers. A simdgroup works on
 //   SLOTS = 32 / KEY_LANES keys side by side and U keys per slot. A step's 2 * U loads are
-//   issued AHEAD steps before it, so that loads are always in flight.
+//   issued one step ahead, so that loads are always in flight.
 //   Each slot runs its own online softmax per row in base 2 (the query carries log2 e): dot
 //   products reduced over a key's lanes by shuffles, one exp2 per weight, weighted V rows
 //   accumulated; hidden keys never touch the output. The accumulators are rescaled only in a
@@ -18,7 +18,7 @@
 //   arithmetic is the same in any batch.
 //
 // Body of mx.fast.metal_kernel / mx.fast.cuda_kernel (fusedattend/gpu.py builds both from this
-// file). Compile-time: T (q/k/v dtype), D, E, ROWS, U, AHEAD, NSG, MASK (0 none, 1 causal, 2 boolean,
+// file). Compile-time: T (q/k/v dtype), D, E, ROWS, U, NSG, MASK (0 none, 1 causal, 2 boolean,
 // 3 additive), MT (mask dtype); quantized K/V: BITS, ST (scales dtype). FA_QUANTIZED (0/1),
 // defined before this body, selects the K/V inputs; FA_SINGLE_PASS (0/1) writes the normalised
 // output `out` instead of the block's partial state, for a launch whose one block holds every
@@ -129,25 +129,24 @@ const bool k_packed = fa_packed_rows<E>(k_row, k_strides[3], k_strides[4]);
 const bool v_packed = fa_packed_rows<E>(v_row, v_strides[3], v_strides[4]);
 #endif
 
-// Each step's K/V are loaded AHEAD steps before it is computed (software pipelining): a
-// simdgroup always has AHEAD steps' loads in flight while it computes. The loads wait in a
-// queue of registers, `next[0]` the oldest, which advances by one step each iteration. Keys past
-// the block are read as its last key (or key 0 when the block is empty: both always exist) and
-// are scored -inf. Every lane of a simdgroup runs the same steps, so the shuffles stay converged.
+// Each step's K/V are loaded one step ahead (software pipelining): a simdgroup always has a
+// step's loads in flight while it computes. Keys past the block are read as its last key (or
+// key 0 when the block is empty: both always exist) and are scored -inf. Every lane of a
+// simdgroup runs the same steps, so the shuffles stay converged.
 const int last_readable = metal::max(hi, 1) - 1;
 constexpr int STEP_STRIDE = NSG * KEYS_PER_STEP;
 #if FA_QUANTIZED
-fa_code_chunk<E, BITS> k_next[AHEAD][U];
-fa_code_chunk<E, BITS> v_next[AHEAD][U];
-float k_scale_next[AHEAD][U];
-float k_bias_next[AHEAD][U];
-float v_scale_next[AHEAD][U];
-float v_bias_next[AHEAD][U];
+fa_code_chunk<E, BITS> k_next[U];
+fa_code_chunk<E, BITS> v_next[U];
+float k_scale_next[U];
+float k_bias_next[U];
+float v_scale_next[U];
+float v_bias_next[U];
 #else
-fa_chunk<T, E> k_next[AHEAD][U];
-fa_chunk<T, E> v_next[AHEAD][U];
+fa_chunk<T, E> k_next[U];
+fa_chunk<T, E> v_next[U];
 #endif
-for (int first = lo + sg * KEYS_PER_STEP - AHEAD * STEP_STRIDE; first < hi; first += STEP_STRIDE) {
+for (int first = lo + sg * KEYS_PER_STEP - STEP_STRIDE; first < hi; first += STEP_STRIDE) {
 #if FA_QUANTIZED
   fa_code_chunk<E, BITS> k_val[U];
   fa_code_chunk<E, BITS> v_val[U];
@@ -161,41 +160,29 @@ for (int first = lo + sg * KEYS_PER_STEP - AHEAD * STEP_STRIDE; first < hi; firs
 #endif
   #pragma unroll
   for (int u = 0; u < U; ++u) {
-    k_val[u] = k_next[0][u];
-    v_val[u] = v_next[0][u];
+    k_val[u] = k_next[u];
+    v_val[u] = v_next[u];
 #if FA_QUANTIZED
-    k_scale[u] = k_scale_next[0][u];
-    k_bias[u] = k_bias_next[0][u];
-    v_scale[u] = v_scale_next[0][u];
-    v_bias[u] = v_bias_next[0][u];
+    k_scale[u] = k_scale_next[u];
+    k_bias[u] = k_bias_next[u];
+    v_scale[u] = v_scale_next[u];
+    v_bias[u] = v_bias_next[u];
 #endif
-    #pragma unroll
-    for (int a = 0; a + 1 < AHEAD; ++a) {
-      k_next[a][u] = k_next[a + 1][u];
-      v_next[a][u] = v_next[a + 1][u];
+    const int j = metal::min(first + STEP_STRIDE + u * SLOTS + slot, last_readable);
 #if FA_QUANTIZED
-      k_scale_next[a][u] = k_scale_next[a + 1][u];
-      k_bias_next[a][u] = k_bias_next[a + 1][u];
-      v_scale_next[a][u] = v_scale_next[a + 1][u];
-      v_bias_next[a][u] = v_bias_next[a + 1][u];
-#endif
-    }
-    const int j = metal::min(first + AHEAD * STEP_STRIDE + u * SLOTS + slot, last_readable);
-    constexpr int LAST = AHEAD - 1;
-#if FA_QUANTIZED
-    fa_load_codes<E, BITS>(k_row + int64_t(j) * k_codes_strides[3], k_codes_strides[4], chunk_read, k_next[LAST][u]);
-    fa_load_codes<E, BITS>(v_row + int64_t(j) * v_codes_strides[3], v_codes_strides[4], chunk_read, v_next[LAST][u]);
-    k_scale_next[LAST][u] = float(ks_row[int64_t(j) * k_scales_strides[3]]);
-    k_bias_next[LAST][u] = float(kb_row[int64_t(j) * k_biases_strides[3]]);
-    v_scale_next[LAST][u] = float(vs_row[int64_t(j) * v_scales_strides[3]]);
-    v_bias_next[LAST][u] = float(vb_row[int64_t(j) * v_biases_strides[3]]);
+    fa_load_codes<E, BITS>(k_row + int64_t(j) * k_codes_strides[3], k_codes_strides[4], chunk_read, k_next[u]);
+    fa_load_codes<E, BITS>(v_row + int64_t(j) * v_codes_strides[3], v_codes_strides[4], chunk_read, v_next[u]);
+    k_scale_next[u] = float(ks_row[int64_t(j) * k_scales_strides[3]]);
+    k_bias_next[u] = float(kb_row[int64_t(j) * k_biases_strides[3]]);
+    v_scale_next[u] = float(vs_row[int64_t(j) * v_scales_strides[3]]);
+    v_bias_next[u] = float(vb_row[int64_t(j) * v_biases_strides[3]]);
 #else
-    fa_load_chunk<E>(k_row + int64_t(j) * k_strides[3], k_strides[4], k_packed, k_next[LAST][u]);
-    fa_load_chunk<E>(v_row + int64_t(j) * v_strides[3], v_strides[4], v_packed, v_next[LAST][u]);
+    fa_load_chunk<E>(k_row + int64_t(j) * k_strides[3], k_strides[4], k_packed, k_next[u]);
+    fa_load_chunk<E>(v_row + int64_t(j) * v_strides[3], v_strides[4], v_packed, v_next[u]);
 #endif
   }
   if (first < lo) {
-    continue;  // the first AHEAD iterations only issue the first steps' loads
+    continue;  // the first iteration only issues the first step's loads
   }
   // Scores of the step's keys. Branch-free from here to the end of the step, so that the
   // compiler can interleave the U * ROWS independent dot products, shuffles and exps.

@@ -90,8 +90,7 @@ def test_emulated_split_blocks(case):
         with gpu_constants(SINGLE_PASS_MAX_S=0):
             check_parity(case, "cuda")
             _check_requests(case, "cuda")
-        alike = dict(SIMDGROUPS=gpu.SINGLE_PASS_SIMDGROUPS, KEY_BYTES_IN_FLIGHT=gpu.SINGLE_PASS_KEY_BYTES_IN_FLIGHT,
-                     STEPS_AHEAD=gpu.SINGLE_PASS_STEPS_AHEAD)
+        alike = dict(SIMDGROUPS=gpu.SINGLE_PASS_SIMDGROUPS, KEY_BYTES_IN_FLIGHT=gpu.SINGLE_PASS_KEY_BYTES_IN_FLIGHT)
         with gpu_constants(SINGLE_PASS_MAX_S=0, **alike):
             two = run_case(case, "cuda")
     if case.dims[5] <= gpu.MIN_BLOCK:
