@@ -10,6 +10,7 @@ against the reference computed on the CPU stream. Writes $OUT/schedule_sweep.jso
     python ci/gpu/schedule_sweep.py '{}' '{"KEY_BYTES_IN_FLIGHT": 64}' '{"SIMDGROUPS": 8}'
     SWEEP_SHAPES=1x512,32x512 python ci/gpu/schedule_sweep.py '{}'     # B x S shapes other than the five
     SWEEP_COLD_MB=200 python ci/gpu/schedule_sweep.py '{}' '{"SINGLE_PASS_MAX_S": 0}'   # K/V not in L2
+    SWEEP_CHAIN=1 SWEEP_COLD_MB=200 python ci/gpu/schedule_sweep.py ...   # calls one after the other
 """
 import itertools
 import json
@@ -53,8 +54,23 @@ class Caches:
         return next(self.quantized if quantized else self.plain)
 
 
-def bench(fn):
-    """µs per call: the best of 5 samples of 20 queued calls."""
+# SWEEP_CHAIN=1: each call's query is the previous call's output, so that calls run one after the
+# other on the GPU, as a model's layers do. Otherwise the 20 queued calls are independent and
+# MLX may run them side by side, which flatters launches of few threadgroups.
+CHAIN = os.environ.get("SWEEP_CHAIN") == "1"
+
+
+def bench(call, q, next_kv):
+    """µs per call of call(q, k, v) over the K/V copies next_kv() hands out: the best of 5
+    samples of 20 queued calls."""
+    last = [q]
+
+    def fn():
+        out = call(last[0], *next_kv())
+        if CHAIN:
+            last[0] = out
+        return out
+
     return min(time_call(fn, repeats=5, inner=20)) * 1e6
 
 
@@ -84,11 +100,13 @@ def main():
         best = {}
         t_mlx = 1e9
         for _ in range(ROUNDS):
-            t_mlx = min(t_mlx, bench(lambda: mx.fast.scaled_dot_product_attention(q, *caches.next(), scale=128 ** -0.5)))
+            t_mlx = min(t_mlx, bench(lambda q, k, v: mx.fast.scaled_dot_product_attention(q, k, v, scale=128 ** -0.5),
+                                     q, caches.next))
             for i, var in enumerate(variants):
                 use(var)
-                t = bench(lambda: fa.decode_attention(q, *caches.next(), backend="cuda"))
-                t_q4 = bench(lambda: fa.quantized_decode_attention(q, *caches.next(quantized=True), backend="cuda"))
+                t = bench(lambda q, k, v: fa.decode_attention(q, k, v, backend="cuda"), q, caches.next)
+                t_q4 = bench(lambda q, k, v: fa.quantized_decode_attention(q, k, v, backend="cuda"),
+                             q, lambda: caches.next(quantized=True))
                 old = best.get(i, (1e9, 1e9))
                 best[i] = (min(old[0], t), min(old[1], t_q4))
         for i, var in enumerate(variants):
