@@ -20,23 +20,22 @@ import mlx.core as mx
 from ._problem import Problem
 
 SIMD_WIDTH = 32
-# Simdgroups of a split block's threadgroup: 2 (64 threads). An SM holds as many warps as with 4
-# (12 at 162-164 registers a thread), from twice as many blocks, each streamed by fewer simdgroups.
-# Cold-cache sweeps on the H200 (docs/h200/cold/, 2026-11-29): bf16 B = 32, S = 16384 / 32768:
-# 690 / 1235 against 712 / 1252 µs with 4; 4-bit B = 32, S = 32768: 1787 and 1807 against 1859
-# and 1873 µs in two sweeps; B = 1 even (84.9 against 84.3 µs at S = 32768). Not profiled.
-SIMDGROUPS = 2
+# Simdgroups of a split block's threadgroup. 2 was faster in sweeps whose calls are independent
+# (B = 32, S = 32768: 1235 against 1252 µs), but with each call waiting for the one before, as a
+# model's layers do (docs/h200/chain/), 4 was faster at B = 1 (S = 2048: 78.5 against 85.8 µs;
+# S = 32768: 124.0 against 150.2) and 2% slower at B = 32.
+SIMDGROUPS = 4
 # A single-pass threadgroup streams all S keys of its rows alone: more simdgroups keep more keys
 # in flight (at most 8: 256 threads x 230 registers of the 4-bit variant fit in 64K). 2 and 8 were
-# no faster with caches out of L2 (docs/h200/cold/).
+# no faster (docs/h200/cold/).
 SINGLE_PASS_SIMDGROUPS = 4
 ELEMENTS_PER_LANE = 8  # E: elements of a K/V row a lane holds (at least D / 32)
 KEY_BYTES_IN_FLIGHT = 32  # a lane's bytes of K (as many of V) loaded before any is used
 # The same in one block: U = 4 keys for bf16 (212 registers, 2 threadgroups an SM). A one-block
-# launch has few threadgroups (B x H_kv x tiles; 256 at B = 32), so it is short of loads in
-# flight, not of registers. Cold caches, S = 8192 (docs/h200/cold/sweep-cold-8192.log): B = 32:
-# 356 against 418 µs, B = 8: 118 against 134; within 5% either way at S <= 2048. In split
-# blocks, whose grids fill the SMs, it was slower (B = 32, S = 32768: 1337 against 1252).
+# launch has few threadgroups (B x H_kv x tiles), so it is short of loads in flight, not of
+# registers. H200, calls one after the other (docs/h200/chain/sweep-chain-2.log), S = 512:
+# B = 8 / 32: 60.3 / 75.9 against 66.1 / 80.4 µs with U = 2, B = 1 even. Split blocks, whose grids
+# fill the SMs, keep U = 2 (U = 4 there: B = 32, S = 32768: 1337 against 1252 µs).
 SINGLE_PASS_KEY_BYTES_IN_FLIGHT = 64
 MAX_KEYS_IN_FLIGHT = 4
 QUANTIZED_KEYS_IN_FLIGHT = 4  # U for quantized K/V (each key also loads 4 scales and biases)
@@ -58,13 +57,17 @@ def _env_keys(name: str, default: int) -> int:
 
 # Up to this S one block takes every key and the decode kernel writes the output itself: one
 # launch instead of two (decode, merge). It depends on S only, as the block does, so batched
-# output stays bit-identical to the per-request loop. Timed on the H200 with caches out of L2
-# (ci/gpu/h200-session.sh cold, docs/h200/cold/sweep-cold.log, 2026-11-29), one block beat split
-# blocks + merge at every B up to S = 8192: bf16 B = 1 / 8 / 32 at S = 8192: 50.0 / 117.7 / 395.6
-# against 60.5 / 132.0 / 409.6 µs; 4-bit 68.4 / 161.4 / 474.2 against 82.1 / 208.6 / 612.5.
-# At S = 16384 it was mixed (B = 32: 743 against 713 µs split; 4-bit faster), so 8192.
+# output stays bit-identical to the per-request loop. H200 (docs/h200/chain/, 2026-11-29), K/V out
+# of L2 and each call waiting for the one before, as a model's layers do, bf16 µs (split blocks of
+# 2 simdgroups at S = 512, 2048 and 8192, of 4 at S = 1024):
+#   S = 512:  one block faster at every B (B = 8: 59.2 against 81.6 split; B = 32: 89.7 against 100.7)
+#   S = 1024: faster at B = 8 and 32 (86.6 / 94.0 against 98.8 / 122.9), slower at B = 1 (76.3 / 64.8)
+#   S = 2048: slower at B = 1 and 8 (93.2 / 101.2 against 73.3 / 96.3), faster at B = 32 (130.8 / 157.7)
+#   S = 8192: three times slower at B = 1 (249.4 against 82.7)
+# A launch of B x 8 threadgroups cannot draw the bandwidth; with independent calls queued, MLX
+# runs several side by side and the one block looked faster up to 8192 (docs/h200/cold/).
 # FUSEDATTEND_SINGLE_PASS_MAX_S overrides it (0: always split).
-SINGLE_PASS_MAX_S = _env_keys("FUSEDATTEND_SINGLE_PASS_MAX_S", 8192)
+SINGLE_PASS_MAX_S = _env_keys("FUSEDATTEND_SINGLE_PASS_MAX_S", 512)
 
 KERNEL_FILES = ("decode_attention.metal", "merge_partials.metal")
 HEADER_FILES = ("decode_attention.h",)
