@@ -8,9 +8,8 @@
 #   ci/gpu/h200-session.sh profile    the schedule sweep, Nsight Compute counters of each decode
 #                                     kernel and MLX's at two shapes, per-call overhead, the layer axis
 #   ci/gpu/h200-session.sh perf       H200 perf baselines (tests/perf), the benchmark table and plot
-#   ci/gpu/h200-session.sh cold       schedule sweeps with K/V that is not in L2 (docs/gpu.md:
-#                                     the default benchmark re-reads one cache, which small
-#                                     shapes then find in L2): one block or split
+#   ci/gpu/h200-session.sh cold       schedule sweeps as a decode step sees it (docs/gpu.md): K/V
+#                                     out of L2, calls one after the other; one block or split
 #                                     (gpu.SINGLE_PASS_MAX_S), then the split path's schedule
 #   ci/gpu/h200-session.sh cold-bench the benchmark table with K/V that is not in L2
 # MLX caches compiled kernels on disk by kernel name only (MLX_PTX_CACHE_DIR): a directory per
@@ -57,17 +56,18 @@ case "${1:-}" in
       --backends cuda --inner 20 --repeats 5 --budget 1.5 --json "$OUT/bench.json" --plot "$OUT/bench.png" > "$OUT/bench.log" 2>&1
     tail -40 "$OUT/bench.log" ;;
   cold)
-    # Caches out of L2 (SWEEP_COLD_MB of copies, read in turn): first the single-pass threshold
-    # and its simdgroups, then the split path's schedule (simdgroups, blocks, 4-bit keys in flight).
-    export SWEEP_COLD_MB=${SWEEP_COLD_MB:-200}
-    SWEEP_SHAPES=${SWEEP_SHAPES:-1x512,1x2048,1x8192,8x2048,8x8192,32x2048,32x8192} \
+    # Caches out of L2 (SWEEP_COLD_MB of copies, read in turn), each call's query the previous
+    # call's output (SWEEP_CHAIN=1: calls run one after the other, as a model's layers do; queued
+    # independent calls overlap on the GPU and flatter launches of few threadgroups). First the
+    # single-pass threshold, then the split path's schedule.
+    export SWEEP_COLD_MB=${SWEEP_COLD_MB:-200} SWEEP_CHAIN=${SWEEP_CHAIN:-1}
+    SWEEP_SHAPES=${SWEEP_SHAPES:-1x512,1x1024,1x2048,8x512,8x1024,8x2048,32x512,32x1024,32x2048} \
       timeout "${SWEEP_S:-300}" python3 ci/gpu/schedule_sweep.py '{"SINGLE_PASS_MAX_S": 0}' '{"SINGLE_PASS_MAX_S": 512}' \
-      '{"SINGLE_PASS_MAX_S": 2048}' '{"SINGLE_PASS_MAX_S": 8192}' '{"SINGLE_PASS_MAX_S": 2048, "SINGLE_PASS_SIMDGROUPS": 8}' \
+      '{"SINGLE_PASS_MAX_S": 1024}' '{"SINGLE_PASS_MAX_S": 2048}' \
       > "$OUT/sweep-cold.log" 2>&1; cut -c1-150 "$OUT/sweep-cold.log"
-    SWEEP_SHAPES=${SPLIT_SHAPES:-1x8192,1x32768,8x8192,32x8192,32x32768} \
+    SWEEP_SHAPES=${SPLIT_SHAPES:-1x2048,1x32768,8x8192,32x2048,32x32768} \
       timeout "${SPLIT_SWEEP_S:-250}" python3 ci/gpu/schedule_sweep.py '{}' '{"SIMDGROUPS": 2}' '{"TARGET_BLOCKS": 64}' \
-      '{"SIMDGROUPS": 2, "TARGET_BLOCKS": 64}' '{"QUANTIZED_KEYS_IN_FLIGHT": 2}' '{"QUANTIZED_KEYS_IN_FLIGHT": 1}' \
-      > "$OUT/sweep-cold-split.log" 2>&1; cut -c1-150 "$OUT/sweep-cold-split.log" ;;
+      '{"QUANTIZED_KEYS_IN_FLIGHT": 2}' > "$OUT/sweep-cold-split.log" 2>&1; cut -c1-150 "$OUT/sweep-cold-split.log" ;;
   cold-bench)
     timeout "${BENCH_S:-200}" python3 -m fusedattend bench --B 1,8,32 --S 512,2048,8192,32768 --formats bfloat16,q4 \
       --backends cuda --inner 20 --repeats 5 --budget 1.5 --cold-mb "${SWEEP_COLD_MB:-200}" \
