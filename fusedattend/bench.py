@@ -19,7 +19,10 @@ bandwidth is measured in the same run (best of several numpy sums over a large a
 By default every call reads the same K/V, so a small cache is served from the processor's last
 cache level after the first call (the H200's L2 holds 50 MB). A model's decode step reads each
 layer's cache once, from memory: --cold-mb N makes consecutive calls read different copies of
-the cache, at least N MB of them in all, for every implementation alike.
+the cache, at least N MB of them in all, for every implementation alike. Queued calls are
+independent, and a GPU may run several side by side, which flatters launches of few
+threadgroups; --chain feeds each call's output to the next as its query, so that calls run one
+after the other, as a model's layers do.
 
 The timing helpers here (`time_call`, `memory_read_bandwidth`, `make_case`, `implementations`)
 are the ones tests/perf uses.
@@ -136,9 +139,29 @@ def cold_cases(B, S, fmt, cold_bytes, **shape):
     return cases + [make_case(B, S, fmt, seed=seed, **shape) for seed in range(1, count)]
 
 
-def in_turn(cases, backends):
+class Chain:
+    """Where each call's query comes from. Off: the case's own query, so that queued calls are
+    independent (and on a GPU MLX may run them side by side). On (--chain): the previous
+    output of the same implementation, one chain across the cache copies, so that its calls run
+    one after the other, as a model's layers do in a decode step."""
+
+    def __init__(self, on=False):
+        self.on = on
+        self.last = {}
+
+    def query(self, name, q):
+        return self.last.get(name, q) if self.on else q
+
+    def keep(self, name, out):
+        if self.on:
+            self.last[name] = out
+        return out
+
+
+def in_turn(cases, backends, chain=False):
     """implementations() of every copy, each name calling its copies in turn."""
-    per_copy = [implementations(case, backends) for case in cases]
+    links = Chain(chain)
+    per_copy = [implementations(case, backends, links) for case in cases]
     if len(per_copy) == 1:
         return per_copy[0]
     turns = {}
@@ -148,42 +171,49 @@ def in_turn(cases, backends):
     return turns
 
 
-def implementations(case, backends):
-    """name -> zero-argument callable returning an mx.array (or a synced torch tensor)."""
+def implementations(case, backends, chain=None):
+    """name -> zero-argument callable returning an mx.array (or a synced torch tensor); `chain`
+    (a Chain, off by default) says where each call's query comes from."""
+    chain = chain or Chain()
     q, scale = case["q"], case["scale"]
     impls = {}
+
+    def linked(name, run):
+        return lambda: chain.keep(name, run(chain.query(name, q)))
+
     if is_quantized(case["fmt"]):
         kq, vq, bits, gs = case["kq"], case["vq"], case["bits"], case["group_size"]
         for name in backends:
-            impls[name] = lambda name=name: fa.quantized_decode_attention(
-                q, kq, vq, scale=scale, bits=bits, group_size=gs, backend=name
-            )
+            impls[name] = linked(name, lambda q, name=name: fa.quantized_decode_attention(
+                q, kq, vq, scale=scale, bits=bits, group_size=gs, backend=name))
         try:
             from mlx_lm.models.base import quantized_scaled_dot_product_attention as qsdpa
         except ImportError:
             qsdpa = None
         if qsdpa is not None:
             # mlx_lm scales its queries in place (`queries *= scale`): hand it a fresh array.
-            impls["mlx_lm.qsdpa"] = lambda: qsdpa(q + 0, kq, vq, scale, None, group_size=gs, bits=bits)
+            impls["mlx_lm.qsdpa"] = linked("mlx_lm.qsdpa", lambda q: qsdpa(
+                q + 0, kq, vq, scale, None, group_size=gs, bits=bits))
 
-        def dequant_sdpa():
+        def dequant_sdpa(q):
             k = mx.dequantize(*kq, group_size=gs, bits=bits)
             v = mx.dequantize(*vq, group_size=gs, bits=bits)
             return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale)
 
-        impls["dequant+sdpa"] = dequant_sdpa
+        impls["dequant+sdpa"] = linked("dequant+sdpa", dequant_sdpa)
     else:
         k, v = case["k"], case["v"]
         for name in backends:
-            impls[name] = lambda name=name: fa.decode_attention(q, k, v, scale=scale, backend=name)
-        impls["mx.fast.sdpa"] = lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=scale)
+            impls[name] = linked(name, lambda q, name=name: fa.decode_attention(q, k, v, scale=scale, backend=name))
+        impls["mx.fast.sdpa"] = linked("mx.fast.sdpa", lambda q: mx.fast.scaled_dot_product_attention(
+            q, k, v, scale=scale))
         torch_mods = _torch_sdpa()
         if torch_mods is not None:
-            impls["torch.sdpa"] = _torch_impl(torch_mods, q, k, v, scale)
+            impls["torch.sdpa"] = _torch_impl(torch_mods, q, k, v, scale, chain)
     return impls
 
 
-def _torch_impl(torch_mods, q, k, v, scale):
+def _torch_impl(torch_mods, q, k, v, scale, chain):
     torch, F = torch_mods
     device = "cuda" if torch.cuda.is_available() else "cpu"
     tdtype = {mx.float32: torch.float32, mx.float16: torch.float16, mx.bfloat16: torch.bfloat16}[q.dtype]
@@ -194,7 +224,8 @@ def _torch_impl(torch_mods, q, k, v, scale):
     tq, tk, tv = to_torch(q), to_torch(k), to_torch(v)
 
     def run():
-        out = F.scaled_dot_product_attention(tq, tk, tv, scale=scale, enable_gqa=True)
+        out = F.scaled_dot_product_attention(chain.query("torch.sdpa", tq), tk, tv, scale=scale, enable_gqa=True)
+        chain.keep("torch.sdpa", out)
         if device == "cuda":
             torch.cuda.synchronize()
         return mx.array(0)  # time_call evaluates this; the torch work is already done
@@ -232,6 +263,9 @@ def parse_args(argv):
     p.add_argument("--budget", type=float, default=3.0, help="stop repeating one timing after this many seconds")
     p.add_argument("--cold-mb", type=int, default=0, metavar="N",
                    help="consecutive calls read different copies of the cache, N MB in all (0: one cache)")
+    p.add_argument("--chain", action="store_true",
+                   help="each call's query is the previous call's output: calls run one after the other, "
+                        "as a model's layers do (default: independent calls, which a GPU may overlap)")
     p.add_argument("--json", default=None, help="write the results here")
     p.add_argument("--plot", default=None, help="write a GB/s-vs-S plot here (needs matplotlib)")
     args = p.parse_args(argv)
@@ -255,7 +289,7 @@ def run_sweep(args, log=print):
                 cases = cold_cases(B, S, fmt, args.cold_mb << 20, H_q=args.H_q, H_kv=args.H_kv, D=args.D,
                                    L=args.L, qdtype=FLOAT_FORMATS[args.qdtype], group_size=args.group_size)
                 case = cases[0]
-                impls = in_turn(cases, args.backends)
+                impls = in_turn(cases, args.backends, args.chain)
                 if args.no_peers:
                     impls = {n: f for n, f in impls.items() if n in FUSED_BACKENDS}
                 for name, fn in impls.items():
@@ -352,7 +386,7 @@ def main(argv=None):
         "shape": {"H_q": args.H_q, "H_kv": args.H_kv, "D": args.D, "L": args.L,
                   "group_size": args.group_size, "qdtype": args.qdtype},
         "repeats": args.repeats, "inner": args.inner, "backends": args.backends,
-        "cold_mb": args.cold_mb,
+        "cold_mb": args.cold_mb, "chain": args.chain,
     }
     print(f"fusedattend bench on {meta['chip']} (mlx {meta['mlx']}, {meta['device']}), "
           f"backends {args.backends}")

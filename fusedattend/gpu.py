@@ -64,8 +64,8 @@ def _env_keys(name: str, default: int) -> int:
 #   S = 1024: faster at B = 8 and 32 (86.6 / 94.0 against 98.8 / 122.9), slower at B = 1 (76.3 / 64.8)
 #   S = 2048: slower at B = 1 and 8 (93.2 / 101.2 against 73.3 / 96.3), faster at B = 32 (130.8 / 157.7)
 #   S = 8192: three times slower at B = 1 (249.4 against 82.7)
-# A launch of B x 8 threadgroups cannot draw the bandwidth; with independent calls queued, MLX
-# runs several side by side and the one block looked faster up to 8192 (docs/h200/cold/).
+# A launch of B x 8 threadgroups cannot draw the bandwidth. Queued independent calls, which the
+# GPU may overlap, had made one block look faster up to 8192 (docs/h200/cold/).
 # FUSEDATTEND_SINGLE_PASS_MAX_S overrides it (0: always split).
 SINGLE_PASS_MAX_S = _env_keys("FUSEDATTEND_SINGLE_PASS_MAX_S", 512)
 

@@ -67,3 +67,37 @@ def test_bench_refuses_negative_cold_mb(capsys):
     with pytest.raises(SystemExit) as info:
         main(["bench", "--cold-mb", "-1"])
     assert info.value.code == 2 and "--cold-mb" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", ["bfloat16", "q4"])
+def test_chain_feeds_each_output_to_the_next_call(fmt):
+    """--chain: each implementation's query is its own previous output, across the cache copies
+    (the second call equals a call on the first one's output); without it every call takes the
+    case's query."""
+    import mlx.core as mx
+
+    from fusedattend import bench
+
+    cases = [bench.make_case(1, 16, fmt, H_q=4, H_kv=2, D=64, seed=seed) for seed in (0, 1)]
+    chained = bench.in_turn(cases, ["reference"], chain=True)
+    plain = bench.implementations(cases[1], ["reference"])
+    names = set(chained) - {"torch.sdpa"}  # torch's callable returns no output to compare
+    assert {"reference", "dequant+sdpa" if fmt == "q4" else "mx.fast.sdpa"} <= names
+    for name in names:
+        first, second = chained[name](), chained[name]()
+        assert not mx.array_equal(second, plain[name]()), name
+        copy = dict(cases[1], q=first)
+        assert mx.array_equal(second, bench.implementations(copy, ["reference"])[name]()), name
+    unchained = bench.in_turn(cases[:1], ["reference"])
+    assert mx.array_equal(unchained["reference"](), unchained["reference"]())
+
+
+def test_bench_chain_end_to_end(tmp_path):
+    out_json = tmp_path / "bench.json"
+    rc = main(["bench", "--B", "1", "--S", "16", "--formats", "bfloat16", "--H-q", "4", "--H-kv", "2",
+               "--D", "64", "--repeats", "2", "--inner", "3", "--backends", "reference", "--chain",
+               "--json", str(out_json)])
+    assert rc == 0
+    data = json.loads(out_json.read_text())
+    assert data["meta"]["chain"] is True
+    assert {r["impl"] for r in data["results"]} >= {"reference", "mx.fast.sdpa"}

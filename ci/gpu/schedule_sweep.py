@@ -21,7 +21,7 @@ import mlx.core as mx
 
 import fusedattend as fa
 from fusedattend import gpu
-from fusedattend.bench import cold_cases, time_call
+from fusedattend.bench import Chain, cold_cases, time_call
 
 
 def decode_inputs(B, S):
@@ -54,22 +54,20 @@ class Caches:
         return next(self.quantized if quantized else self.plain)
 
 
-# SWEEP_CHAIN=1: each call's query is the previous call's output, so that calls run one after the
-# other on the GPU, as a model's layers do. Otherwise the 20 queued calls are independent and
-# MLX may run them side by side, which flatters launches of few threadgroups.
+# SWEEP_CHAIN=1: each call's query is the previous call's output (fusedattend.bench.Chain), so
+# that calls run one after the other on the GPU, as a model's layers do. Otherwise the 20 queued
+# calls are independent and MLX may run them side by side, which flatters launches of few
+# threadgroups.
 CHAIN = os.environ.get("SWEEP_CHAIN") == "1"
 
 
 def bench(call, q, next_kv):
     """µs per call of call(q, k, v) over the K/V copies next_kv() hands out: the best of 5
     samples of 20 queued calls."""
-    last = [q]
+    links = Chain(CHAIN)
 
     def fn():
-        out = call(last[0], *next_kv())
-        if CHAIN:
-            last[0] = out
-        return out
+        return links.keep("call", call(links.query("call", q), *next_kv()))
 
     return min(time_call(fn, repeats=5, inner=20)) * 1e6
 
