@@ -4,7 +4,7 @@
 #   ci/gpu/h200-session.sh verify     the suites with --backend cuda (property first: its
 #                                     Hypothesis tests are the longest; SUITE_TESTS picks)
 #   ci/gpu/h200-session.sh sanitize   compute-sanitizer memcheck and racecheck over the parity
-#                                     grids A and Q
+#                                     grids A, Q and B
 #   ci/gpu/h200-session.sh profile    the schedule sweep, Nsight Compute counters of each decode
 #                                     kernel and MLX's at two shapes, per-call overhead, the layer axis
 #   ci/gpu/h200-session.sh perf       H200 perf baselines (tests/perf), the benchmark table and plot
@@ -20,7 +20,9 @@ export MLX_PTX_CACHE_DIR=${MLX_PTX_CACHE_DIR:-/tmp/fusedattend-ptx-$(cat metal/*
 OUT=${OUT:-$PWD/gpu-results}; mkdir -p "$OUT"
 python3 -c 'import mlx.core as mx; print("mlx", mx.__version__, mx.device_info().get("device_name"))' | tee -a "$OUT/env.txt"
 date -u | tee -a "$OUT/env.txt"
-grid=(tests/parity/test_grids.py::test_grid_a_decode_guard tests/parity/test_quantized_peers.py::test_quantized_vs_oracle)
+# The sanitizers' grids: A and Q (S <= 300: one block), and B (S up to 2000: split blocks and merge).
+grid=(tests/parity/test_grids.py::test_grid_a_decode_guard tests/parity/test_quantized_peers.py::test_quantized_vs_oracle
+      tests/parity/test_grids.py::test_grid_b_mlx_decode_shapes)
 case "${1:-}" in
   verify)
     # -v: one line per finished test, so a run cut by the time limit still says what passed.
@@ -34,7 +36,7 @@ case "${1:-}" in
     grep -oE "(PASSED|FAILED|ERROR) tests/[a-z]+" "$OUT/suite.log" | sort | uniq -c; tail -2 "$OUT/suite.log" ;;
   sanitize)
     for tool in memcheck racecheck; do
-      timeout "${SANITIZER_S:-110}" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+      timeout "${SANITIZER_S:-200}" compute-sanitizer --tool "$tool" --error-exitcode 99 \
         python3 -m pytest "${grid[@]}" --backend cuda -v -p no:cacheprovider > "$OUT/$tool.log" 2>&1
       echo "$tool rc=$?" >> "$OUT/$tool.log"
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|rc=" "$OUT/$tool.log" | tail -4
