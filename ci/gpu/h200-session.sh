@@ -23,6 +23,15 @@ date -u | tee -a "$OUT/env.txt"
 # The sanitizers' grids: A and Q (S <= 300: one block), and B (S up to 2000: split blocks and merge).
 grid=(tests/parity/test_grids.py::test_grid_a_decode_guard tests/parity/test_quantized_peers.py::test_quantized_vs_oracle
       tests/parity/test_grids.py::test_grid_b_mlx_decode_shapes)
+# The benchmark table of docs/gpu.md (issue 5's shapes, peers in the same run) into $OUT/NAME.*:
+# bench_table NAME SECONDS [more bench options]
+bench_table() {
+  local name=$1 seconds=$2; shift 2
+  timeout "$seconds" python3 -m fusedattend bench --B 1,8,32 --S 512,2048,8192,32768 --formats bfloat16,q4 \
+    --backends cuda --inner 20 --repeats 5 --budget 1.5 "$@" --json "$OUT/$name.json" --plot "$OUT/$name.png" \
+    > "$OUT/$name.log" 2>&1
+  tail -40 "$OUT/$name.log"
+}
 case "${1:-}" in
   verify)
     # -v: one line per finished test, so a run cut by the time limit still says what passed.
@@ -54,9 +63,7 @@ case "${1:-}" in
   perf)
     timeout "${PERF_S:-200}" ci/perf.sh record --backend cuda > "$OUT/perf_record.log" 2>&1; echo "perf rc=$?" | tee -a "$OUT/perf_record.log"
     tar -C tests/perf/baselines -cf "$OUT/baselines.tar" .
-    timeout "${BENCH_S:-150}" python3 -m fusedattend bench --B 1,8,32 --S 512,2048,8192,32768 --formats bfloat16,q4 \
-      --backends cuda --inner 20 --repeats 5 --budget 1.5 --json "$OUT/bench.json" --plot "$OUT/bench.png" > "$OUT/bench.log" 2>&1
-    tail -40 "$OUT/bench.log" ;;
+    bench_table bench "${BENCH_S:-150}" ;;
   cold)
     # Caches out of L2 (SWEEP_COLD_MB of copies, read in turn), each call's query the previous
     # call's output (SWEEP_CHAIN=1: calls run one after the other, as a model's layers do; queued
@@ -71,8 +78,6 @@ case "${1:-}" in
       timeout "${SPLIT_SWEEP_S:-250}" python3 ci/gpu/schedule_sweep.py '{}' '{"SIMDGROUPS": 2}' '{"TARGET_BLOCKS": 64}' \
       '{"QUANTIZED_KEYS_IN_FLIGHT": 2}' > "$OUT/sweep-cold-split.log" 2>&1; cut -c1-150 "$OUT/sweep-cold-split.log" ;;
   cold-bench)
-    timeout "${BENCH_S:-200}" python3 -m fusedattend bench --B 1,8,32 --S 512,2048,8192,32768 --formats bfloat16,q4 \
-      --backends cuda --inner 20 --repeats 5 --budget 1.5 --cold-mb "${SWEEP_COLD_MB:-200}" \
-      --json "$OUT/bench-cold.json" --plot "$OUT/bench-cold.png" > "$OUT/bench-cold.log" 2>&1; tail -40 "$OUT/bench-cold.log" ;;
+    bench_table bench-cold "${BENCH_S:-200}" --cold-mb "${SWEEP_COLD_MB:-200}" ;;
   *) echo "usage: ci/gpu/h200-session.sh verify|sanitize|profile|perf|cold|cold-bench" >&2; exit 2 ;;
 esac
