@@ -20,9 +20,9 @@ typedef unsigned short ushort;
 #endif
 
 // simdgroup = warp of 32 lanes; every call site keeps the whole warp converged.
-METAL_FUNC float simd_shuffle_xor(float x, ushort mask) {
-  return __shfl_xor_sync(0xffffffffu, x, mask);
-}
+METAL_FUNC float simd_shuffle_xor(float x, ushort mask) { return __shfl_xor_sync(0xffffffffu, x, mask); }
+METAL_FUNC float simd_shuffle(float x, ushort lane) { return __shfl_sync(0xffffffffu, x, lane); }
+METAL_FUNC bool simd_any(bool x) { return __any_sync(0xffffffffu, x); }
 
 namespace metal {
 METAL_FUNC float max(float a, float b) { return fmaxf(a, b); }

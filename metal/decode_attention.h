@@ -16,6 +16,15 @@ template <>
 struct fa_pow2_at_least<1> {
   static constexpr int value = 1;
 };
+// log2 of a power of two X.
+template <int X>
+struct fa_log2 {
+  static constexpr int value = 1 + fa_log2<X / 2>::value;
+};
+template <>
+struct fa_log2<1> {
+  static constexpr int value = 0;
+};
 
 // E elements of a plain K/V row, kept as loaded until used: `chunk[e]` widens element e to
 // float. Holding the narrow form keeps U keys in flight within the register budget.
@@ -49,14 +58,19 @@ METAL_FUNC float fa_exp2(float x) {
 }
 #endif
 
-// A quantized code as a float without the int-to-float converter (a quarter-rate unit on
-// NVIDIA): 0x4B000000 is 2^23 as a float, whose low mantissa bits then hold the code exactly.
-METAL_FUNC float fa_code_to_float(uint32_t code) {
-  return as_type<float>(0x4B000000u | code) - 8388608.0f;
+// A BITS-bit code c as the float 1 + c / 2^BITS: c becomes the top mantissa bits of 1.0f, so a
+// shift and one logic op make it, with neither the int-to-float converter (a quarter-rate unit on
+// NVIDIA) nor a subtraction. The kernel folds the offset into the affine map instead:
+// scale * c + bias = (scale * 2^BITS) * (1 + c / 2^BITS) + (bias - scale * 2^BITS).
+template <int BITS>
+METAL_FUNC float fa_code_unit(uint32_t word, int bit) {
+  constexpr int AT = 23 - BITS;  // where the code goes: the top BITS bits of the mantissa
+  constexpr uint32_t MASK = ((1u << BITS) - 1u) << AT;
+  return as_type<float>(0x3F800000u | (((word >> bit) << AT) & MASK));
 }
 
 // The codes of E consecutive elements of an mx.quantize (affine) row, kept packed until used:
-// `chunk[e]` is code e as a float. Element i of a word sits at bit BITS * i (BITS is 2, 4 or 8,
+// `chunk[e]` is code e as fa_code_unit's float. Element i of a word sits at bit BITS * i (BITS is 2, 4 or 8,
 // so no code straddles two words); E is a power of two, so a run never straddles one either.
 template <int E, int BITS>
 struct fa_code_chunk {
@@ -66,7 +80,7 @@ struct fa_code_chunk {
   int first_bit;  // of element 0 within words[0]
   METAL_FUNC float operator[](int e) const {
     const int bit = first_bit + e * BITS;
-    return fa_code_to_float((words[bit / 32] >> (bit % 32)) & ((1u << BITS) - 1u));
+    return fa_code_unit<BITS>(words[bit / 32], bit % 32);
   }
 };
 

@@ -8,9 +8,12 @@
 //   every scaled query row and of every output accumulator, in registers. A simdgroup works on
 //   SLOTS = 32 / KEY_LANES keys side by side and U keys per slot. A step's 2 * U loads are
 //   issued one step ahead, so that loads are always in flight.
-//   Each slot runs its own online softmax per row in base 2 (the query carries log2 e): dot
-//   products reduced over a key's lanes by shuffles, one exp2 per weight, weighted V rows
-//   accumulated; hidden keys never touch the output. The accumulators are rescaled only in a
+//   Each slot runs its own online softmax per row in base 2 (the query carries log2 e). A key's
+//   dot products are reduce-scattered over its lanes: at each of the first shuffle levels a lane
+//   keeps half of its rows and sends the other half, so the lanes end holding ROWS_HELD rows'
+//   full scores each, not all ROWS. The max, exp2 and denominator of a row run on its lanes only;
+//   its weights reach every lane by one shuffle a row, for the weighted V rows accumulated in
+//   each lane's E elements. Hidden keys never touch the output. The accumulators are rescaled only in a
 //   step where a row's max grew (one branch, rarely taken once the maxima settle); otherwise a
 //   step is branch-free, so the U * ROWS chains interleave. No barrier until the end, where
 //   slots merge by shuffles and simdgroups through threadgroup memory. Blocks merge in
@@ -30,6 +33,9 @@ constexpr int CHUNKS = D / E;
 constexpr int KEY_LANES = fa_pow2_at_least<CHUNKS>::value;
 constexpr int SLOTS = 32 / KEY_LANES;          // keys a simdgroup reads side by side
 constexpr int KEYS_PER_STEP = SLOTS * U;       // keys a simdgroup takes per step
+constexpr int ROW_LEVELS = fa_log2<(ROWS < KEY_LANES ? ROWS : KEY_LANES)>::value;  // scatter levels
+constexpr int ROWS_HELD = ROWS >> ROW_LEVELS;  // rows whose softmax a lane runs
+constexpr int ROW_GROUP_LANES = KEY_LANES >> ROW_LEVELS;  // lanes of a key holding the same rows
 
 const int L = dims[0];
 const int G = dims[1];
@@ -49,6 +55,7 @@ const int chunk = lane % KEY_LANES;  // which E elements of a row this lane hold
 const int slot = lane / KEY_LANES;   // which of the simdgroup's keys this lane serves
 const bool chunk_used = chunk < CHUNKS;
 const int chunk_read = metal::min(chunk, CHUNKS - 1);  // unused lanes read a neighbour's chunk
+const int first_held = chunk / ROW_GROUP_LANES * ROWS_HELD;  // this lane holds rows first_held...
 
 #if FA_QUANTIZED
 const int group_size = dims[4];
@@ -72,14 +79,16 @@ if (has_ranges) {
 const int lo = metal::max(block * block_keys, key_begin);
 const int hi = metal::min(block * block_keys + block_keys, key_end);
 
-// Query rows of this tile: row r is query head kv_head * G + rr / L, position rr % L.
-// last_key[r] is the last key row r may see (causal alignment included); -1 for padding rows.
+// Query rows of this tile: row r is query head kv_head * G + rr / L, position rr % L. Every lane
+// keeps all ROWS rows' query and output elements; the softmax state only of its ROWS_HELD rows:
+// held row i is row first_held + i. last_key[i] is the last key it may see (causal alignment
+// included); -1 for padding rows.
 float q_reg[ROWS][E];
 float acc[ROWS][E];
-float row_max[ROWS];
-float row_sum[ROWS];
-int last_key[ROWS];
-int64_t mask_row[ROWS];  // MASK >= 2: offset of row r's mask row
+float row_max[ROWS_HELD];
+float row_sum[ROWS_HELD];
+int last_key[ROWS_HELD];
+int64_t mask_row[ROWS_HELD];  // MASK >= 2: offset of the held row's mask row
 #if FA_QUANTIZED
 float q_sum[ROWS];     // sum of this lane's q elements: the bias term of a quantized dot product
 float bias_acc[ROWS];  // sum of weight * V bias of this lane's group, added to acc at the end
@@ -106,12 +115,21 @@ for (int r = 0; r < ROWS; ++r) {
     q_sum[r] += q_reg[r][e];
 #endif
   }
-  row_max[r] = -INFINITY;
-  row_sum[r] = 0.0f;
-  last_key[r] = !live ? -1 : (MASK == 1 ? key_end - L + rr % L : key_end - 1);
-  mask_row[r] = MASK >= 2 ? layer * mask_strides[0] + request * mask_strides[1] +
+}
+#pragma unroll
+for (int i = 0; i < ROWS_HELD; ++i) {
+  const int rr = tile * ROWS + first_held + i;
+  const int head = kv_head * G + rr / L;
+  row_max[i] = -INFINITY;
+  row_sum[i] = 0.0f;
+  last_key[i] = rr >= group_rows ? -1 : (MASK == 1 ? key_end - L + rr % L : key_end - 1);
+  mask_row[i] = MASK >= 2 ? layer * mask_strides[0] + request * mask_strides[1] +
       head * mask_strides[2] + (rr % L) * mask_strides[3] : 0;
 }
+// Row r's value of a held-row array, from the lanes of this slot that hold it (every lane holds
+// every row when there is nothing to scatter). All lanes of the simdgroup must take part.
+#define FA_FROM_HOLDER(held, r) (ROW_LEVELS == 0 ? (held)[(r) % ROWS_HELD] : \
+    simd_shuffle((held)[(r) % ROWS_HELD], ushort(slot * KEY_LANES + (r) / ROWS_HELD * ROW_GROUP_LANES)))
 
 // This lane's first K and V element of key 0 of this (layer, request, kv head).
 #if FA_QUANTIZED
@@ -184,11 +202,16 @@ for (int first = lo + sg * KEYS_PER_STEP - STEP_STRIDE; first < hi; first += STE
   if (first < lo) {
     continue;  // the first iteration only issues the first step's loads
   }
-  // Scores of the step's keys. Branch-free from here to the end of the step, so that the
-  // compiler can interleave the U * ROWS independent dot products, shuffles and exps.
+  // Scores of the step's keys. Branch-free from here to the end of the step (but for the rare
+  // rescale), so that the compiler can interleave the U independent keys' work.
   float score[U][ROWS];
   #pragma unroll
   for (int u = 0; u < U; ++u) {
+#if FA_QUANTIZED
+    // Codes read as 1 + c / 2^BITS (fa_code_unit): the scale and bias that undo it.
+    const float unit_scale = k_scale[u] * float(1 << BITS);
+    const float unit_bias = k_bias[u] - unit_scale;
+#endif
     #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
       float dot = 0.0f;
@@ -197,18 +220,37 @@ for (int first = lo + sg * KEYS_PER_STEP - STEP_STRIDE; first < hi; first += STE
         dot += q_reg[r][e] * k_val[u][e];
       }
 #if FA_QUANTIZED
-      dot = dot * k_scale[u] + q_sum[r] * k_bias[u];
+      dot = dot * unit_scale + q_sum[r] * unit_bias;
 #endif
       score[u][r] = dot;
     }
   }
+  // Reduce-scatter over the key's lanes: at a level of offset o, the lane with bit o set keeps
+  // the upper half of its rows and adds its partner's; the partner keeps the lower half. Then
+  // plain butterflies over the lanes that hold the same rows. score[u][i], i < ROWS_HELD, is then
+  // the full score of held row first_held + i (bit-identical in each lane holding it).
   #pragma unroll
-  for (int offset = KEY_LANES / 2; offset > 0; offset /= 2) {
+  for (int level = 0; level < ROW_LEVELS; ++level) {
+    const int offset = KEY_LANES >> (level + 1);
+    const int half = ROWS >> (level + 1);
+    const bool upper = (lane & offset) != 0;
     #pragma unroll
     for (int u = 0; u < U; ++u) {
       #pragma unroll
-      for (int r = 0; r < ROWS; ++r) {
-        score[u][r] += simd_shuffle_xor(score[u][r], ushort(offset));
+      for (int i = 0; i < half; ++i) {
+        const float low = score[u][i];
+        const float high = score[u][i + half];
+        score[u][i] = (upper ? high : low) + simd_shuffle_xor(upper ? low : high, ushort(offset));
+      }
+    }
+  }
+  #pragma unroll
+  for (int offset = ROW_GROUP_LANES / 2; offset > 0; offset /= 2) {
+    #pragma unroll
+    for (int u = 0; u < U; ++u) {
+      #pragma unroll
+      for (int i = 0; i < ROWS_HELD; ++i) {
+        score[u][i] += simd_shuffle_xor(score[u][i], ushort(offset));
       }
     }
   }
@@ -216,58 +258,64 @@ for (int first = lo + sg * KEYS_PER_STEP - STEP_STRIDE; first < hi; first += STE
   for (int u = 0; u < U; ++u) {
     const int j = first + u * SLOTS + slot;
     #pragma unroll
-    for (int r = 0; r < ROWS; ++r) {
-      bool visible = j < hi && j <= last_key[r];
+    for (int i = 0; i < ROWS_HELD; ++i) {
+      bool visible = j < hi && j <= last_key[i];
       if (MASK >= 2) {
-        const float m_val = visible ? float(mask[mask_row[r] + int64_t(j) * mask_strides[4]]) : 0.0f;
+        const float m_val = visible ? float(mask[mask_row[i] + int64_t(j) * mask_strides[4]]) : 0.0f;
         if (MASK == 2) {
           visible = visible && m_val != 0.0f;
         } else {
           visible = visible && m_val > -INFINITY;
-          score[u][r] += m_val * LOG2_E;
+          score[u][i] += m_val * LOG2_E;
         }
       }
-      score[u][r] = visible ? score[u][r] : -INFINITY;
+      score[u][i] = visible ? score[u][i] : -INFINITY;
     }
   }
-  // Online softmax. The accumulators are rescaled only in a step where some row's max grew
-  // (the factor is exactly 1 otherwise), all rows at once: one branch, rarely taken once the
-  // maxima settle. A row that has seen no key yet takes its weights against 0 (fa_exp2(-inf) = 0).
-  float new_max[ROWS];
-  float weight_base[ROWS];
+  // Online softmax of the held rows. The accumulators are rescaled only in a step where some
+  // row's max grew (the factor is exactly 1 otherwise), all rows at once: one branch, rarely
+  // taken once the maxima settle, and taken by the whole simdgroup, as its factors travel by
+  // shuffles. A row that has seen no key yet takes its weights against 0 (fa_exp2(-inf) = 0).
+  float new_max[ROWS_HELD];
+  float weight_base[ROWS_HELD];
   bool grew = false;
   #pragma unroll
-  for (int r = 0; r < ROWS; ++r) {
-    new_max[r] = row_max[r];
+  for (int i = 0; i < ROWS_HELD; ++i) {
+    new_max[i] = row_max[i];
     #pragma unroll
     for (int u = 0; u < U; ++u) {
-      new_max[r] = metal::max(new_max[r], score[u][r]);
+      new_max[i] = metal::max(new_max[i], score[u][i]);
     }
-    grew = grew || new_max[r] > row_max[r];
-    weight_base[r] = (new_max[r] == -INFINITY) ? 0.0f : new_max[r];
+    grew = grew || new_max[i] > row_max[i];
+    weight_base[i] = (new_max[i] == -INFINITY) ? 0.0f : new_max[i];
   }
-  if (grew) {
+  if (simd_any(grew)) {
+    float rescale[ROWS_HELD];
+    #pragma unroll
+    for (int i = 0; i < ROWS_HELD; ++i) {
+      rescale[i] = fa_exp2(row_max[i] - weight_base[i]);
+      row_sum[i] *= rescale[i];
+      row_max[i] = new_max[i];
+    }
     #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
-      const float rescale = fa_exp2(row_max[r] - weight_base[r]);
-      row_sum[r] *= rescale;
+      const float row_rescale = FA_FROM_HOLDER(rescale, r);
       #pragma unroll
       for (int e = 0; e < E; ++e) {
-        acc[r][e] *= rescale;
+        acc[r][e] *= row_rescale;
       }
 #if FA_QUANTIZED
-      bias_acc[r] *= rescale;
+      bias_acc[r] *= row_rescale;
 #endif
-      row_max[r] = new_max[r];
     }
   }
-  float weight[U][ROWS];
+  float held_weight[U][ROWS_HELD];
   #pragma unroll
   for (int u = 0; u < U; ++u) {
     #pragma unroll
-    for (int r = 0; r < ROWS; ++r) {
-      weight[u][r] = fa_exp2(score[u][r] - weight_base[r]);
-      row_sum[r] += weight[u][r];
+    for (int i = 0; i < ROWS_HELD; ++i) {
+      held_weight[u][i] = fa_exp2(score[u][i] - weight_base[i]);
+      row_sum[i] += held_weight[u][i];
     }
   }
   // Each V element is widened once, then accumulated into every row that sees its key.
@@ -278,14 +326,19 @@ for (int first = lo + sg * KEYS_PER_STEP - STEP_STRIDE; first < hi; first += STE
     for (int e = 0; e < E; ++e) {
       v_row[e] = v_val[u][e];
     }
+#if FA_QUANTIZED
+    const float unit_scale = v_scale[u] * float(1 << BITS);
+    const float unit_bias = v_bias[u] - unit_scale;
+#endif
     #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
+      const float weight = FA_FROM_HOLDER(held_weight[u], r);
       // Hidden keys never touch the output, NaN rows included. Codes are always finite, so
       // for quantized V zeroing a hidden key's scale and bias is enough, and needs no branch.
-      const bool seen = weight[u][r] != 0.0f;
+      const bool seen = weight != 0.0f;
 #if FA_QUANTIZED
-      const float scaled = seen ? weight[u][r] * v_scale[u] : 0.0f;
-      bias_acc[r] += seen ? weight[u][r] * v_bias[u] : 0.0f;
+      const float scaled = seen ? weight * unit_scale : 0.0f;
+      bias_acc[r] += seen ? weight * unit_bias : 0.0f;
       #pragma unroll
       for (int e = 0; e < E; ++e) {
         acc[r][e] += scaled * v_row[e];
@@ -294,7 +347,7 @@ for (int first = lo + sg * KEYS_PER_STEP - STEP_STRIDE; first < hi; first += STE
       if (seen) {
         #pragma unroll
         for (int e = 0; e < E; ++e) {
-          acc[r][e] += weight[u][r] * v_row[e];
+          acc[r][e] += weight * v_row[e];
         }
       }
 #endif
@@ -309,13 +362,14 @@ threadgroup float tg_sum[NSG];
 threadgroup float tg_acc[NSG * D];
 #pragma unroll
 for (int r = 0; r < ROWS; ++r) {
-  float simd_row_max = row_max[r];
+  const float slot_max = FA_FROM_HOLDER(row_max, r);
+  float simd_row_max = slot_max;
   #pragma unroll
   for (int offset = KEY_LANES; offset < 32; offset *= 2) {
     simd_row_max = metal::max(simd_row_max, simd_shuffle_xor(simd_row_max, ushort(offset)));
   }
-  const float w = (row_max[r] == -INFINITY) ? 0.0f : fa_exp2(row_max[r] - simd_row_max);
-  float sum = row_sum[r] * w;
+  const float w = (slot_max == -INFINITY) ? 0.0f : fa_exp2(slot_max - simd_row_max);
+  float sum = FA_FROM_HOLDER(row_sum, r) * w;
   float part[E];
   #pragma unroll
   for (int e = 0; e < E; ++e) {

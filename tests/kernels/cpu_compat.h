@@ -3,11 +3,11 @@
 //
 // Threadgroups run one after another, in a shuffled order. `threadgroup` arrays become function
 // statics (one threadgroup alive at a time shares them), threadgroup_barrier is a barrier of the
-// threadgroup's threads, and simd_shuffle_xor exchanges values through a per-simdgroup buffer
-// between two barriers of its 32 lanes. That needs the lanes of a simdgroup to reach every
-// shuffle together, which is the rule the kernels follow on the GPU as well. Nothing of the
-// kernels' own text changes: metal/decode_attention.h's generic (Metal) helpers are the ones
-// compiled here, so this also checks the parts that only the Metal build uses.
+// threadgroup's threads, and simd_shuffle_xor, simd_shuffle and simd_any exchange values through
+// a per-simdgroup buffer between two barriers of its 32 lanes. That needs the lanes of a
+// simdgroup to reach every shuffle together, which is the rule the kernels follow on the GPU as
+// well. Nothing of the kernels' own text changes: metal/decode_attention.h's generic (Metal)
+// helpers are the ones compiled here, so this also checks the parts that only the Metal build uses.
 #pragma once
 
 #include <ucontext.h>
@@ -115,14 +115,27 @@ inline void threadgroup_barrier(mem_flags) {
   fa_cpu_current->threadgroup_sync.wait();
 }
 
-inline float simd_shuffle_xor(float x, ushort mask) {
+// Every lane of the simdgroup posts x; `pick` reads the posted values (lane, all 32 of them).
+template <typename Pick>
+inline float fa_cpu_simd_exchange(float x, Pick pick) {
   const uint sg = fa_cpu_tid / 32, lane = fa_cpu_tid % 32;
   float* values = fa_cpu_current->simd_values.data() + sg * 32;
   values[lane] = x;
   fa_cpu_current->simd_sync[sg].wait();
-  const float y = values[lane ^ mask];
+  const float y = pick(lane, values);
   fa_cpu_current->simd_sync[sg].wait();
   return y;
+}
+inline float simd_shuffle_xor(float x, ushort mask) {
+  return fa_cpu_simd_exchange(x, [mask](uint lane, const float* v) { return v[lane ^ mask]; });
+}
+inline float simd_shuffle(float x, ushort from) {
+  return fa_cpu_simd_exchange(x, [from](uint, const float* v) { return v[from]; });
+}
+inline bool simd_any(bool x) {
+  return fa_cpu_simd_exchange(x ? 1.0f : 0.0f, [](uint, const float* v) {
+    return float(std::any_of(v, v + 32, [](float b) { return b != 0.0f; }));
+  }) != 0.0f;
 }
 
 // Runs body(threadgroup position, thread index) for every thread of every threadgroup.
