@@ -11,11 +11,18 @@ against the reference computed on the CPU stream. Writes $OUT/schedule_sweep.jso
     SWEEP_SHAPES=1x512,32x512 python ci/gpu/schedule_sweep.py '{}'     # B x S shapes other than the five
     SWEEP_COLD_MB=200 python ci/gpu/schedule_sweep.py '{}' '{"SINGLE_PASS_MAX_S": 0}'   # K/V not in L2
     SWEEP_CHAIN=1 SWEEP_COLD_MB=200 python ci/gpu/schedule_sweep.py ...   # calls one after the other
+
+A variant's "METAL" names another folder of kernel sources (say metal/ of an earlier commit),
+to time two versions of the kernels in one run:
+
+    mkdir old && git show HEAD~1:metal/decode_attention.metal > old/decode_attention.metal ...
+    python ci/gpu/schedule_sweep.py '{"METAL": "old"}' '{}'
 """
 import itertools
 import json
 import os
 import sys
+from pathlib import Path
 
 import mlx.core as mx
 
@@ -84,12 +91,20 @@ def main():
             ref = fa.decode_attention(q, k, v, backend="reference")
             mx.eval(ref)
         data[(B, S)] = (q, k, v, caches, ref)
-    defaults = {name: getattr(gpu, name) for var in variants for name in var}
+    defaults = {name: getattr(gpu, name) for var in variants for name in var if name != "METAL"}
+    kernel_dir, kernel = gpu.kernel_dir, gpu._kernel
 
     def use(var):
         for name, value in {**defaults, **var}.items():
-            setattr(gpu, name, value)
+            if name != "METAL":
+                setattr(gpu, name, value)
         gpu._schedule.cache_clear()  # the schedule is cached per problem shape
+        # Other sources: read from that folder, under names of their own (MLX caches a compiled
+        # kernel by name).
+        metal = var.get("METAL")
+        gpu.kernel_dir = (lambda: Path(metal)) if metal else kernel_dir
+        tag = "".join(c if c.isalnum() else "_" for c in Path(metal or "").name)
+        gpu._kernel = (lambda name, *rest: kernel(f"{name}_{tag}", *rest)) if metal else kernel
 
     rows = []
     for (B, S), (q, k, v, caches, ref) in data.items():
