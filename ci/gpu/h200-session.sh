@@ -12,6 +12,7 @@
 #                                     out of L2, calls one after the other; one block or split
 #                                     (gpu.SINGLE_PASS_MAX_S), then the split path's schedule
 #   ci/gpu/h200-session.sh cold-bench the benchmark table with K/V that is not in L2
+#   ci/gpu/h200-session.sh chain-bench the same, each call's query the previous call's output
 # MLX caches compiled kernels on disk by kernel name only (MLX_PTX_CACHE_DIR): a directory per
 # version of metal/, so that an edited kernel is never served from an earlier build.
 set -u
@@ -83,5 +84,7 @@ case "${1:-}" in
       '{"QUANTIZED_KEYS_IN_FLIGHT": 2}' > "$OUT/sweep-cold-split.log" 2>&1; cut -c1-150 "$OUT/sweep-cold-split.log" ;;
   cold-bench)
     bench_table bench-cold "${BENCH_S:-200}" --cold-mb "${SWEEP_COLD_MB:-200}" ;;
-  *) echo "usage: ci/gpu/h200-session.sh verify|sanitize|profile|perf|cold|cold-bench" >&2; exit 2 ;;
+  chain-bench)
+    bench_table bench-chain "${BENCH_S:-200}" --cold-mb "${SWEEP_COLD_MB:-200}" --chain ;;
+  *) echo "usage: ci/gpu/h200-session.sh verify|sanitize|profile|perf|cold|cold-bench|chain-bench" >&2; exit 2 ;;
 esac
