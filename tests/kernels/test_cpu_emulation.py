@@ -11,7 +11,7 @@ import contextlib
 
 import mlx.core as mx
 import pytest
-from hypothesis import given
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from fusedattend import gpu
@@ -95,6 +95,28 @@ def test_emulated_split_blocks(case):
             two = run_case(case, "cuda")
     if case.dims[5] <= gpu.MIN_BLOCK:
         assert mx.array_equal(one, two), f"single pass != two launches with one block: {case}"
+
+
+# Query rows against the lanes of a key (metal/decode_attention.metal's reduce-scatter): more
+# rows than lanes, so a lane keeps several rows' softmax (D = 8: 2 lanes a key, 8 rows; D = 16 with
+# L = 4: 4 lanes, 8 rows over two positions each), and as many rows as lanes, so that every level
+# scatters and none is left to a plain butterfly (4-bit, D = 32: 8 lanes, 8 rows).
+SCATTER_CASES = [
+    edge_case(S=130, D=8, H_q=8, H_kv=1, mask="bool_hidden_row"),
+    edge_case(S=33, D=16, L=4, H_q=4, H_kv=2, mask="causal"),
+    edge_case(S=129, D=32, H_q=8, H_kv=1, bits=4, group_size=32, mask="additive"),
+]
+
+
+@pytest.mark.parametrize("single_pass_max_s", [4096, 0], ids=["one_block", "split"])
+@pinned(SCATTER_CASES)
+@settings(phases=[Phase.explicit])  # these cases only: the drawn ones are the tests' above
+@given(case=short_cases())
+def test_emulated_rows_against_lanes(single_pass_max_s, case):
+    """Oracle parity and batch invariance at those layouts, in one block and split."""
+    with emulated_gpu(), gpu_constants(SINGLE_PASS_MAX_S=single_pass_max_s):
+        check_parity(case, "cuda")
+        _check_requests(case, "cuda")
 
 
 @pinned(pinned_cases()[:3] + pinned_quantized_cases()[:1] + LAYERED[:1])
