@@ -226,6 +226,7 @@ def decode_launch(problem: Problem, quantized: bool) -> dict:
         # MLX caches a compiled kernel by name and template arguments only: each variant of the
         # defines needs a name of its own.
         name=name + "_single_pass" if single_pass else name,
+        single_pass=single_pass,  # one block: the decode kernel writes the output, no merge
         input_names=names,
         output_names=("out",) if single_pass else ("out_partial", "stats_partial"),
         defines=(("FA_QUANTIZED", int(quantized)), ("FA_SINGLE_PASS", int(single_pass))),
@@ -244,7 +245,7 @@ def _attend(problem: Problem, quantized: bool) -> mx.array:
     launch = decode_launch(problem, quantized)
     decode = _kernel(launch["name"], launch["input_names"], launch["output_names"],
                      "decode_attention.metal", launch["defines"])
-    if launch["output_names"] == ("out",):  # single pass: the decode kernel wrote the output
+    if launch["single_pass"]:
         return decode(**launch["call"])[0]
     out_partial, stats_partial = decode(**launch["call"])
     dtype = problem.q.dtype
