@@ -69,7 +69,15 @@ def _env_keys(name: str, default: int) -> int:
 # FUSEDATTEND_SINGLE_PASS_MAX_S overrides it (0: always split).
 SINGLE_PASS_MAX_S = _env_keys("FUSEDATTEND_SINGLE_PASS_MAX_S", 512)
 
-KERNEL_FILES = ("decode_attention.metal", "merge_partials.metal")
+# Quantized K/V with f16 / bf16 queries and D <= QUANTIZED_MMA_MAX_D take the simdgroup-matrix
+# kernel (tensor cores on NVIDIA); f32 queries, whose values are not exact in the matrices'
+# operand type there, and larger D (whose output tiles would not fit the registers) take the
+# other. FUSEDATTEND_QUANTIZED_MMA=0 turns it off (for comparisons).
+QUANTIZED_MMA = os.environ.get("FUSEDATTEND_QUANTIZED_MMA", "1").strip() != "0"
+QUANTIZED_MMA_MAX_D = 128
+QUANTIZED_MMA_ROWS = 8  # query rows of a threadgroup: the matrices' rows
+
+KERNEL_FILES = ("decode_attention.metal", "merge_partials.metal", "quantized_decode_mma.metal")
 HEADER_FILES = ("decode_attention.h",)
 CUDA_COMPAT = "cuda_compat.h"
 
@@ -155,6 +163,16 @@ def _float32s(*values):
     return mx.array(values, dtype=mx.float32)
 
 
+def _uses_mma(quantized, dtype, D) -> bool:
+    return quantized and QUANTIZED_MMA and dtype in (mx.float16, mx.bfloat16) and D <= QUANTIZED_MMA_MAX_D
+
+
+def _outputs(N, H_q, L, NB, D, dtype, single_pass, out_shape):
+    if single_pass:
+        return dict(output_shapes=[out_shape], output_dtypes=[dtype])
+    return dict(output_shapes=[(N, H_q, L, NB, D), (N, H_q, L, NB, 2)], output_dtypes=[mx.float32, mx.float32])
+
+
 @functools.lru_cache(maxsize=1024)
 def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype, has_ranges, group_size,
               single_pass, out_shape):
@@ -162,6 +180,19 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
     NL, B, H_q, H_kv, L, S, D = shape
     N = NL * B
     G = H_q // H_kv
+    if _uses_mma(quantized, dtype, D):
+        block = S if single_pass else block_keys(S)
+        NB = math.ceil(S / block)
+        threads = (SINGLE_PASS_SIMDGROUPS if single_pass else SIMDGROUPS) * SIMD_WIDTH
+        return dict(
+            body_file="quantized_decode_mma.metal",
+            template=[("T", dtype), ("D", D), ("GS", group_size), ("BITS", bits), ("ST", scales_dtype),
+                      ("NSG", threads // SIMD_WIDTH), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype)],
+            grid=(NB * threads, H_kv * math.ceil(G * L / QUANTIZED_MMA_ROWS), N),
+            threadgroup=(threads, 1, 1),
+            dims=_int32s(L, G, block, int(has_ranges), group_size),
+            **_outputs(N, H_q, L, NB, D, dtype, single_pass, out_shape),
+        )
     rows = min(_pow2_at_least(G * L), MAX_ROWS)
     # E: at least D / 32 (a key's lanes fit in a simdgroup); fewer elements when many rows
     # share the registers, fewer rows when D forces many elements.
@@ -183,12 +214,12 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
     if quantized:
         template += [("BITS", bits), ("ST", scales_dtype)]
     return dict(
+        body_file="decode_attention.metal",
         template=template,
         grid=(NB * threads, H_kv * tiles, N),
         threadgroup=(threads, 1, 1),
-        output_shapes=[out_shape] if single_pass else [(N, H_q, L, NB, D), (N, H_q, L, NB, 2)],
-        output_dtypes=[dtype] if single_pass else [mx.float32, mx.float32],
         dims=_int32s(L, G, block, int(has_ranges), group_size or 0),
+        **_outputs(N, H_q, L, NB, D, dtype, single_pass, out_shape),
     )
 
 
@@ -209,6 +240,7 @@ def decode_launch(problem: Problem, quantized: bool) -> dict:
     call = dict(_schedule(shape, q.dtype, quantized, kind, mask.dtype, problem.bits, scales_dtype,
                           problem.key_ranges is not None, problem.group_size, single_pass, problem.out_shape))
     ranges = problem.key_ranges if problem.key_ranges is not None else _placeholder(mx.int32)
+    body_file = call.pop("body_file")
     common = [mask, ranges, call.pop("dims"), _float32s(problem.scale)]
     common_names = ("mask", "key_ranges", "dims", "scalars")
     if quantized:
@@ -222,7 +254,10 @@ def decode_launch(problem: Problem, quantized: bool) -> dict:
         inputs = [q, problem.k, problem.v] + common
         names = ("q", "k", "v") + common_names
     name = "fa_quantized_decode_attention" if quantized else "fa_decode_attention"
+    if body_file != "decode_attention.metal":
+        name = "fa_quantized_decode_mma"
     return dict(
+        body_file=body_file,
         # MLX caches a compiled kernel by name and template arguments only: each variant of the
         # defines needs a name of its own.
         name=name + "_single_pass" if single_pass else name,
@@ -244,7 +279,7 @@ def _attend(problem: Problem, quantized: bool) -> mx.array:
         return (reference.quantized_decode_attention if quantized else reference.decode_attention)(problem)
     launch = decode_launch(problem, quantized)
     decode = _kernel(launch["name"], launch["input_names"], launch["output_names"],
-                     "decode_attention.metal", launch["defines"])
+                     launch["body_file"], launch["defines"])
     if launch["single_pass"]:
         return decode(**launch["call"])[0]
     out_partial, stats_partial = decode(**launch["call"])

@@ -84,3 +84,48 @@ METAL_FUNC void fa_load_chunk(const T* p, int64_t step, bool packed, fa_chunk<T,
     }
   }
 }
+
+// decode_attention.h's simdgroup matrix products as mma.sync m16n8k8 in tf32: a0 / c0 rows 0..7,
+// a1 / c1 rows 8..15. Lane (g, t) = (lane / 4, lane % 4) holds A (g, t + 4j), B (t + 4j, g) and
+// accumulator (g, 2t + j). tf32 keeps 10 mantissa bits: exact for f16 / bf16 values and small
+// integers; fa_mma2_any_b splits `b` into two tf32 parts (a product within 2^-21 of float's).
+#define FA_HAVE_MMA
+#define FA_FRAG_COL_XOR0 4
+#define FA_FRAG_COL_XOR1 8
+#define FA_FRAG_COL_XOR2 16
+METAL_FUNC int fa_frag_row(int lane) { return lane >> 2; }
+METAL_FUNC int fa_frag_col_a(int lane, int j) { return (lane & 3) + 4 * j; }
+METAL_FUNC int fa_frag_col_acc(int lane, int j) { return 2 * (lane & 3) + j; }
+METAL_FUNC int fa_frag_row_b(int lane, int j) { return (lane & 3) + 4 * j; }
+METAL_FUNC int fa_frag_col_b(int lane, int j) { return lane >> 2; }
+template <typename F>
+METAL_FUNC void fa_mma2(F& d0, F& d1, F a0, F a1, F b, F c0, F c1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%11,%12,%13};" : "=f"(d0.e[0]), "=f"(d0.e[1]), "=f"(d1.e[0]), "=f"(d1.e[1])
+      : "r"(__float_as_uint(a0.e[0])), "r"(__float_as_uint(a1.e[0])), "r"(__float_as_uint(a0.e[1])),
+        "r"(__float_as_uint(a1.e[1])), "r"(__float_as_uint(b.e[0])), "r"(__float_as_uint(b.e[1])),
+        "f"(c0.e[0]), "f"(c0.e[1]), "f"(c1.e[0]), "f"(c1.e[1]));
+}
+template <typename F>
+METAL_FUNC void fa_mma2_any_b(F& d0, F& d1, F a0, F a1, F b, F c0, F c1) {
+  F hi, lo;
+  for (int j = 0; j < 2; ++j) {
+    uint bits;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(bits) : "f"(b.e[j]));
+    hi.e[j] = __uint_as_float(bits);
+    lo.e[j] = b.e[j] - hi.e[j];
+  }
+  fa_mma2(d0, d1, a0, a1, lo, c0, c1);
+  fa_mma2(d0, d1, a0, a1, hi, d0, d1);
+}
+// B element j, (t + 4j, g), is accumulator element g % 2 of lane 4 (t + 4j) + g / 2.
+template <typename F>
+METAL_FUNC F fa_acc_as_b(F acc, int lane) {
+  F b;
+  for (int j = 0; j < 2; ++j) {
+    const int from = 4 * ((lane & 3) + 4 * j) + (lane >> 3);
+    const float e0 = __shfl_sync(0xffffffffu, acc.e[0], from), e1 = __shfl_sync(0xffffffffu, acc.e[1], from);
+    b.e[j] = (lane >> 2) & 1 ? e1 : e0;
+  }
+  return b;
+}

@@ -96,6 +96,83 @@ METAL_FUNC void fa_load_codes(CodePtr codes, int64_t step, int chunk, thread fa_
   out.first_bit = (first % PER_WORD) * BITS;
 }
 
+// 8 x 8 float matrices for simdgroup matrix products: Apple's simdgroup_matrix, NVIDIA's mma.sync
+// (cuda_compat.h). A lane holds two elements (fa_frag) of each operand. Where they sit depends on
+// the platform and, on NVIDIA, on the operand's role, so a kernel places elements only through
+// these: fa_frag_row(lane) is the row of both of a lane's elements of an A operand or of an
+// accumulator, fa_frag_col_a / fa_frag_col_acc their columns, fa_frag_row_b / fa_frag_col_b a
+// B operand's. FA_FRAG_COL_XOR0 / 1 / 2 reach (by xor of the lane) the other lanes that hold a
+// lane's accumulator columns.
+struct fa_frag {
+  float e[2];
+};
+#ifndef FA_HAVE_MMA
+// Apple's layout, as MLX's steel kernels use it: every role holds (row, col) and (row, col + 1).
+METAL_FUNC int fa_frag_row(int lane) {
+  return (lane / 4 & 4) + lane / 2 % 4;
+}
+METAL_FUNC int fa_frag_col_a(int lane, int j) {
+  return (lane / 4 & 2) * 2 + lane % 2 * 2 + j;
+}
+METAL_FUNC int fa_frag_col_acc(int lane, int j) {
+  return fa_frag_col_a(lane, j);
+}
+METAL_FUNC int fa_frag_row_b(int lane, int j) {
+  return fa_frag_row(lane);
+}
+METAL_FUNC int fa_frag_col_b(int lane, int j) {
+  return fa_frag_col_a(lane, j);
+}
+#define FA_FRAG_COL_XOR0 2
+#define FA_FRAG_COL_XOR1 4
+#define FA_FRAG_COL_XOR2 16
+
+// Two products that share b, in float: d0 = a0 b + c0, d1 = a1 b + c1 (one 16-row tile of a
+// tensor core on NVIDIA). Every lane of the simdgroup takes part.
+METAL_FUNC void fa_mma2(thread fa_frag& d0, thread fa_frag& d1, fa_frag a0, fa_frag a1, fa_frag b,
+                        fa_frag c0, fa_frag c1) {
+  simdgroup_matrix<float, 8, 8> ma0, ma1, mb, mc0, mc1, md0, md1;
+  for (int j = 0; j < 2; ++j) {
+    ma0.thread_elements()[j] = a0.e[j];
+    ma1.thread_elements()[j] = a1.e[j];
+    mb.thread_elements()[j] = b.e[j];
+    mc0.thread_elements()[j] = c0.e[j];
+    mc1.thread_elements()[j] = c1.e[j];
+  }
+  simdgroup_multiply_accumulate(md0, ma0, mb, mc0);
+  simdgroup_multiply_accumulate(md1, ma1, mb, mc1);
+  for (int j = 0; j < 2; ++j) {
+    d0.e[j] = md0.thread_elements()[j];
+    d1.e[j] = md1.thread_elements()[j];
+  }
+}
+// The same for a `b` of any float values. fa_mma2 may take its operands in a narrower type
+// (NVIDIA: tf32, exact for f16 / bf16 values and small integers); this one keeps float's accuracy.
+METAL_FUNC void fa_mma2_any_b(thread fa_frag& d0, thread fa_frag& d1, fa_frag a0, fa_frag a1, fa_frag b,
+                              fa_frag c0, fa_frag c1) {
+  fa_mma2(d0, d1, a0, a1, b, c0, c1);
+}
+// An accumulator's matrix as a B operand: element (r, c) stays (r, c). All lanes take part.
+METAL_FUNC fa_frag fa_acc_as_b(fa_frag acc, int lane) {
+  return acc;
+}
+#endif
+
+// Dims of quantized_decode_mma.metal, permuted within each group of GS: k-index k of score tile
+// i (tile i holds 8 dims of group i / (GS / 8)) and column n of output tile i. A lane's elements
+// of a group then fill one run of consecutive dims (fa_code_chunk): GS / 4 for the scores (its
+// rows k and k + 4 of B on NVIDIA), GS / 8 for the output (its column n).
+template <int GS>
+METAL_FUNC int fa_qmma_score_dim(int i, int k) {
+  constexpr int TILES_PER_GROUP = GS / 8;
+  return i / TILES_PER_GROUP * GS + k % 4 * (GS / 4) + i % TILES_PER_GROUP * 2 + k / 4;
+}
+template <int GS>
+METAL_FUNC int fa_qmma_out_dim(int i, int n) {
+  constexpr int TILES_PER_GROUP = GS / 8;
+  return i / TILES_PER_GROUP * GS + n * TILES_PER_GROUP + i % TILES_PER_GROUP;
+}
+
 // Merge `count` partial online-softmax states (scores in base 2): state i has running max
 // m[i * ml_stride], denominator l[i * ml_stride] and unnormalised output o[i * o_stride]. Returns
 // the merged unnormalised output and sets the merged max and denominator. States that saw no key

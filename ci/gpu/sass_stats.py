@@ -49,7 +49,7 @@ def main():
     else:
         problem = plain_problem(q, k, k, None, args.mask, None)
     launch = gpu.decode_launch(problem, quantized=args.quantized)
-    source, header = gpu.kernel_sources("decode_attention.metal", launch["defines"])
+    source, header = gpu.kernel_sources(launch["body_file"], launch["defines"])
     call = launch["call"]
     text = nvcc_wrap.wrap("fa_decode", source, header,
                           [(n, x.dtype) for n, x in zip(launch["input_names"], call["inputs"])],

@@ -138,6 +138,53 @@ inline bool simd_any(bool x) {
   }) != 0.0f;
 }
 
+// Every lane posts x; all[i] is lane i's.
+inline void fa_cpu_simd_gather(float x, float* all) {
+  fa_cpu_simd_exchange(x, [all](uint, const float* v) {
+    std::copy(v, v + 32, all);
+    return 0.0f;
+  });
+}
+
+// Metal's simdgroup_matrix<float, 8, 8> and simdgroup_multiply_accumulate, with Apple's layout
+// (as MLX's steel kernels read it): lane holds (row, col) and (row, col + 1), whatever the role.
+// The layout is stated here on its own, so a kernel that places elements otherwise fails.
+template <typename T, int R, int C>
+struct simdgroup_matrix {
+  struct elements {
+    T x[2];
+    T& operator[](int j) { return x[j]; }
+  } e;
+  elements& thread_elements() { return e; }
+};
+inline void fa_cpu_matrix(const simdgroup_matrix<float, 8, 8>& m, float (&full)[8][8]) {
+  float all[2][32];
+  for (int j = 0; j < 2; ++j) {
+    fa_cpu_simd_gather(m.e.x[j], all[j]);
+  }
+  for (uint lane = 0; lane < 32; ++lane) {
+    const uint row = (lane / 4 & 4) + lane / 2 % 4, col = (lane / 4 & 2) * 2 + lane % 2 * 2;
+    full[row][col] = all[0][lane];
+    full[row][col + 1] = all[1][lane];
+  }
+}
+inline void simdgroup_multiply_accumulate(simdgroup_matrix<float, 8, 8>& d, const simdgroup_matrix<float, 8, 8>& a,
+                                          const simdgroup_matrix<float, 8, 8>& b, const simdgroup_matrix<float, 8, 8>& c) {
+  float A[8][8], B[8][8], Cm[8][8];
+  fa_cpu_matrix(a, A);
+  fa_cpu_matrix(b, B);
+  fa_cpu_matrix(c, Cm);
+  const uint lane = fa_cpu_tid % 32;
+  const uint row = (lane / 4 & 4) + lane / 2 % 4, col = (lane / 4 & 2) * 2 + lane % 2 * 2;
+  for (int j = 0; j < 2; ++j) {
+    float sum = Cm[row][col + j];
+    for (int k = 0; k < 8; ++k) {
+      sum += A[row][k] * B[k][col + j];
+    }
+    d.e.x[j] = sum;
+  }
+}
+
 // Runs body(threadgroup position, thread index) for every thread of every threadgroup.
 template <typename Body>
 inline void fa_cpu_launch(uint3 groups, uint threads, Body body) {

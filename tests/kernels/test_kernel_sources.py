@@ -41,8 +41,10 @@ def test_python_side_holds_no_kernel_code():
 
 
 def test_compat_header_is_small():
+    """Small enough to review by eye: about 80 lines of names and helpers, and 40 that map
+    simdgroup matrix products to mma.sync."""
     lines = [l for l in (ROOT / "metal" / gpu.CUDA_COMPAT).read_text().splitlines() if l.strip()]
-    assert len(lines) <= 80
+    assert len(lines) <= 125
 
 
 # Problems that cover every branch of the bodies (not the full product of variants).
@@ -78,7 +80,7 @@ def test_cuda_form_of_decode_kernel_compiles(monkeypatch, case, single_pass):
     monkeypatch.setattr(gpu, "on_metal", lambda: False)
     monkeypatch.setattr(gpu, "SINGLE_PASS_MAX_S", 4096 if single_pass else 0)
     launch = gpu.decode_launch(_problem(*case), quantized=case[0])
-    source, header = gpu.kernel_sources("decode_attention.metal", launch["defines"])
+    source, header = gpu.kernel_sources(launch["body_file"], launch["defines"])
     call = launch["call"]
     inputs = [(name, x.dtype) for name, x in zip(launch["input_names"], call["inputs"])]
     outputs = list(zip(launch["output_names"], call["output_dtypes"]))

@@ -1,0 +1,369 @@
+// Fused quantized decode attention on simdgroup matrices (Apple's simdgroup_matrix, NVIDIA's
+// tensor cores through cuda_compat.h): one block of keys for 8 query rows of one kv head.
+//
+// Schedule: decode_attention.metal's grid, threadgroups, key blocks, online softmax in base 2,
+// merge and outputs. A simdgroup takes a tile of 16 keys at a time (tiles interleave over the NSG
+// simdgroups) and loads the next tile's codes, scales and biases while it works on this one.
+// Products are transposed so that every matrix is full: keys and dims run along the rows (16 to a
+// tensor-core tile on NVIDIA: fa_mma2), the 8 query rows along the columns.
+//   Scores S^T = K Q^T, one accumulator per quantization group: the codes read as 1 + c / 2^BITS
+//   (fa_code_unit: exact in any operand type, as are f16 / bf16 queries) against Q^T. Each group's
+//   scale and bias then apply in float: scale * (c . q) + bias * sum(q over the group).
+//   A lane holds two query rows' elements of every accumulator: their max and sum run over the
+//   lanes that share them (FA_FRAG_COL_XOR0..2), and the output's rescale is a factor a row.
+//   Output O^T += V_G^T P_G^T for each V group G: the codes against the weights (fa_acc_as_b)
+//   scaled by the group's scale of their key, a float operand (fa_mma2_any_b); the bias term
+//   sum(p * bias) apart.
+//   Dims are permuted within a group (fa_qmma_score_dim / fa_qmma_out_dim), so that a lane's codes
+//   of a group are one run of words; the output goes back in D's order.
+// Body of mx.fast.metal_kernel / mx.fast.cuda_kernel. Compile-time: T (f16 or bf16 queries), D
+// (<= 128, a multiple of GS), GS (group size), BITS, ST (scales dtype), NSG, MASK, MT;
+// FA_SINGLE_PASS as in decode_attention.metal. Run-time dims[]: L, G, block, has key ranges.
+
+constexpr int THREADS = NSG * 32;
+constexpr int ROWS = 8;                         // query rows of a tile: the matrices' 8 columns
+constexpr int HALF_KEYS = 8;                    // keys of a matrix; a tile has two
+constexpr int TILE_KEYS = 2 * HALF_KEYS;        // keys a simdgroup takes at a time
+constexpr int TILES = D / 8;                    // 8-dim tiles of Q, K and the output
+constexpr int GROUPS = D / GS;
+constexpr int TILES_PER_GROUP = GS / 8;
+constexpr int SCORE_RUN = GS / 4;               // dims of a group in a lane's K elements
+constexpr int OUT_RUN = GS / 8;                 // dims of a group in a lane's V elements
+constexpr float CODE_SCALE = float(1 << BITS);  // codes are read as 1 + c / 2^BITS
+constexpr float LOG2_E = 1.4426950408889634f;
+
+const int L = dims[0];
+const int G = dims[1];
+const int block_keys = dims[2];
+const bool has_ranges = dims[3] != 0;
+const int group_rows = G * L;
+const int tiles = (group_rows + ROWS - 1) / ROWS;
+
+const int block = int(threadgroup_position_in_grid.x);
+const int tile = int(threadgroup_position_in_grid.y) % tiles;
+const int kv_head = int(threadgroup_position_in_grid.y) / tiles;
+const int n = int(threadgroup_position_in_grid.z);
+const int sg = int(simdgroup_index_in_threadgroup);
+const int lane = int(thread_index_in_simdgroup);
+const int tid = int(thread_index_in_threadgroup);
+
+const int B = k_codes_shape[1];
+const int S = k_codes_shape[3];
+const int H_q = q_shape[2];
+const int NB = (S + block_keys - 1) / block_keys;
+const int layer = n / B;
+const int request = n % B;
+
+int key_begin = 0;
+int key_end = S;
+if (has_ranges) {
+  key_begin = key_ranges[2 * request];
+  key_end = key_begin + key_ranges[2 * request + 1];
+}
+const int lo = metal::max(block * block_keys, key_begin);
+const int hi = metal::min(block * block_keys + block_keys, key_end);
+const float scale = scalars[0] * LOG2_E;
+
+// Query row r of the tile: its first element (q_at), whether it exists, the last key it may see
+// (causal alignment included; -1 for padding rows) and its mask row.
+#define FA_ROW(r) (tile * ROWS + (r))
+#define FA_ROW_LIVE(r) (FA_ROW(r) < group_rows)
+#define FA_ROW_HEAD(r) (kv_head * G + (FA_ROW_LIVE(r) ? FA_ROW(r) : 0) / L)
+const auto q_at = q + layer * q_strides[0] + request * q_strides[1];
+#define FA_Q_ROW(r) (q_at + FA_ROW_HEAD(r) * q_strides[2] + (FA_ROW(r) % L) * q_strides[3])
+
+// Q^T as B operands (dims x query rows), one per 8-dim tile.
+fa_frag q_frag[TILES];
+#pragma unroll
+for (int j = 0; j < 2; ++j) {
+  const int r = fa_frag_col_b(lane, j);
+  const bool live = FA_ROW_LIVE(r);
+  const auto q_row = FA_Q_ROW(r);
+  #pragma unroll
+  for (int i = 0; i < TILES; ++i) {
+    const int d = fa_qmma_score_dim<GS>(i, fa_frag_row_b(lane, j));
+    q_frag[i].e[j] = live ? float(q_row[d * q_strides[4]]) : 0.0f;
+  }
+}
+// Sums of q over each group (the bias term of a score), as accumulators: ones times Q^T.
+fa_frag q_sum_frag[GROUPS][2];
+fa_frag ones;
+ones.e[0] = 1.0f;
+ones.e[1] = 1.0f;
+#pragma unroll
+for (int g = 0; g < GROUPS; ++g) {
+  #pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    q_sum_frag[g][h].e[0] = 0.0f;
+    q_sum_frag[g][h].e[1] = 0.0f;
+  }
+}
+#pragma unroll
+for (int i = 0; i < TILES; ++i) {
+  const int g = i / TILES_PER_GROUP;
+  fa_mma2(q_sum_frag[g][0], q_sum_frag[g][1], ones, ones, q_frag[i], q_sum_frag[g][0], q_sum_frag[g][1]);
+}
+// The softmax state of this lane's two accumulator columns (query rows): max (the same in each
+// lane holding the row), this lane's share of the denominator and of the V bias term, and the
+// output tiles O^T (dims x rows).
+float q_sum[GROUPS][2];
+float row_max[2];
+float row_sum[2];
+float bias_sum[GROUPS][2];
+int last_key[2];
+int64_t mask_row[2];  // MASK >= 2: offset of the row's mask row
+fa_frag out_frag[TILES];
+#pragma unroll
+for (int j = 0; j < 2; ++j) {
+  const int r = fa_frag_col_acc(lane, j);
+  #pragma unroll
+  for (int g = 0; g < GROUPS; ++g) {
+    q_sum[g][j] = q_sum_frag[g][0].e[j];
+    bias_sum[g][j] = 0.0f;
+  }
+  row_max[j] = -INFINITY;
+  row_sum[j] = 0.0f;
+  last_key[j] = !FA_ROW_LIVE(r) ? -1 : (MASK == 1 ? key_end - L + FA_ROW(r) % L : key_end - 1);
+  mask_row[j] = MASK >= 2 ? layer * mask_strides[0] + request * mask_strides[1] +
+      FA_ROW_HEAD(r) * mask_strides[2] + (FA_ROW(r) % L) * mask_strides[3] : 0;
+}
+#pragma unroll
+for (int i = 0; i < TILES; ++i) {
+  out_frag[i].e[0] = 0.0f;
+  out_frag[i].e[1] = 0.0f;
+}
+
+const auto k_row = k_codes + layer * k_codes_strides[0] + request * k_codes_strides[1] + kv_head * k_codes_strides[2];
+const auto v_row = v_codes + layer * v_codes_strides[0] + request * v_codes_strides[1] + kv_head * v_codes_strides[2];
+const auto ks_row = k_scales + layer * k_scales_strides[0] + request * k_scales_strides[1] + kv_head * k_scales_strides[2];
+const auto kb_row = k_biases + layer * k_biases_strides[0] + request * k_biases_strides[1] + kv_head * k_biases_strides[2];
+const auto vs_row = v_scales + layer * v_scales_strides[0] + request * v_scales_strides[1] + kv_head * v_scales_strides[2];
+const auto vb_row = v_biases + layer * v_biases_strides[0] + request * v_biases_strides[1] + kv_head * v_biases_strides[2];
+
+// A tile's loads, made one tile ahead. Keys past the block are read as its last key (or key 0
+// when the block is empty) and are scored -inf. A lane reads, for each half h of the tile: the K
+// codes of its A elements (key h * 8 + its row), with that key's K and V scales and biases;
+// the V codes of its A elements (keys h * 8 + its columns); the V scales of its B elements' keys.
+const int last_readable = metal::max(hi, 1) - 1;
+constexpr int TILE_STRIDE = NSG * TILE_KEYS;
+fa_code_chunk<SCORE_RUN, BITS> k_next[2][2][GROUPS];
+fa_code_chunk<OUT_RUN, BITS> v_next[2][2][GROUPS];
+ST k_scale_next[2][GROUPS];
+ST k_bias_next[2][GROUPS];
+ST v_bias_next[2][GROUPS];
+ST v_row_scale_next[2][GROUPS];
+ST v_scale_next[2][2][GROUPS];
+for (int first = lo + sg * TILE_KEYS - TILE_STRIDE; first < hi; first += TILE_STRIDE) {
+  fa_code_chunk<SCORE_RUN, BITS> k_now[2][2][GROUPS];
+  fa_code_chunk<OUT_RUN, BITS> v_now[2][2][GROUPS];
+  float k_unit_scale[2][GROUPS];
+  float k_unit_bias[2][GROUPS];
+  float v_unit_bias[2][GROUPS];
+  float v_unit_scale[2][2][GROUPS];
+  const int next = first + TILE_STRIDE;
+  #pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row_key = metal::min(next + h * HALF_KEYS + fa_frag_row(lane), last_readable);
+    #pragma unroll
+    for (int g = 0; g < GROUPS; ++g) {
+      // Codes read as 1 + c / 2^BITS: the scale and bias that undo it (as decode_attention.metal).
+      k_unit_scale[h][g] = float(k_scale_next[h][g]) * CODE_SCALE;
+      k_unit_bias[h][g] = float(k_bias_next[h][g]) - k_unit_scale[h][g];
+      v_unit_bias[h][g] = float(v_bias_next[h][g]) - float(v_row_scale_next[h][g]) * CODE_SCALE;
+      k_scale_next[h][g] = ks_row[int64_t(row_key) * k_scales_strides[3] + g * k_scales_strides[4]];
+      k_bias_next[h][g] = kb_row[int64_t(row_key) * k_biases_strides[3] + g * k_biases_strides[4]];
+      v_bias_next[h][g] = vb_row[int64_t(row_key) * v_biases_strides[3] + g * v_biases_strides[4]];
+      v_row_scale_next[h][g] = vs_row[int64_t(row_key) * v_scales_strides[3] + g * v_scales_strides[4]];
+    }
+    #pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int col_key = metal::min(next + h * HALF_KEYS + fa_frag_col_a(lane, j), last_readable);
+      const int b_key = metal::min(next + h * HALF_KEYS + fa_frag_row_b(lane, j), last_readable);
+      #pragma unroll
+      for (int g = 0; g < GROUPS; ++g) {
+        k_now[h][j][g] = k_next[h][j][g];
+        v_now[h][j][g] = v_next[h][j][g];
+        v_unit_scale[h][j][g] = float(v_scale_next[h][j][g]) * CODE_SCALE;
+        fa_load_codes<SCORE_RUN, BITS>(k_row + int64_t(row_key) * k_codes_strides[3], k_codes_strides[4],
+                                       g * 4 + fa_frag_col_a(lane, j) % 4, k_next[h][j][g]);
+        fa_load_codes<OUT_RUN, BITS>(v_row + int64_t(col_key) * v_codes_strides[3], v_codes_strides[4],
+                                     g * 8 + fa_frag_row(lane), v_next[h][j][g]);
+        v_scale_next[h][j][g] = vs_row[int64_t(b_key) * v_scales_strides[3] + g * v_scales_strides[4]];
+      }
+    }
+  }
+  if (first < lo) {
+    continue;  // the first iteration only issues the first tile's loads
+  }
+  // Scores S^T of the tile's two halves, one accumulator pair per K group.
+  fa_frag group_score[GROUPS][2];
+  #pragma unroll
+  for (int g = 0; g < GROUPS; ++g) {
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      group_score[g][h].e[0] = 0.0f;
+      group_score[g][h].e[1] = 0.0f;
+    }
+  }
+  #pragma unroll
+  for (int i = 0; i < TILES; ++i) {
+    const int g = i / TILES_PER_GROUP;
+    fa_frag k_frag[2];
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      #pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        k_frag[h].e[j] = k_now[h][j][g][i % TILES_PER_GROUP * 2 + fa_frag_col_a(lane, j) / 4];
+      }
+    }
+    fa_mma2(group_score[g][0], group_score[g][1], k_frag[0], k_frag[1], q_frag[i], group_score[g][0], group_score[g][1]);
+  }
+  float score[2][2];  // [half][row]
+  #pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int key = first + h * HALF_KEYS + fa_frag_row(lane);
+    #pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      float s = 0.0f;
+      #pragma unroll
+      for (int g = 0; g < GROUPS; ++g) {
+        s += group_score[g][h].e[j] * k_unit_scale[h][g] + q_sum[g][j] * k_unit_bias[h][g];
+      }
+      s *= scale;
+      bool visible = key < hi && key <= last_key[j];
+      if (MASK >= 2) {
+        const float m_val = visible ? float(mask[mask_row[j] + int64_t(key) * mask_strides[4]]) : 0.0f;
+        if (MASK == 2) {
+          visible = visible && m_val != 0.0f;
+        } else {
+          visible = visible && m_val > -INFINITY;
+          s += m_val * LOG2_E;
+        }
+      }
+      score[h][j] = visible ? s : -INFINITY;
+    }
+  }
+  // Online softmax of each row over the lanes that hold it. The rescale is taken by the whole
+  // simdgroup (its products need every lane), only in a tile where some row's max grew.
+  float new_max[2];
+  float weight_base[2];
+  bool grew = false;
+  #pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    float m = metal::max(score[0][j], score[1][j]);
+    m = metal::max(m, simd_shuffle_xor(m, ushort(FA_FRAG_COL_XOR0)));
+    m = metal::max(m, simd_shuffle_xor(m, ushort(FA_FRAG_COL_XOR1)));
+    m = metal::max(m, simd_shuffle_xor(m, ushort(FA_FRAG_COL_XOR2)));
+    new_max[j] = metal::max(row_max[j], m);
+    weight_base[j] = new_max[j] == -INFINITY ? 0.0f : new_max[j];
+    grew = grew || new_max[j] > row_max[j];
+  }
+  if (simd_any(grew)) {
+    #pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const float rescale = fa_exp2(row_max[j] - weight_base[j]);
+      row_max[j] = new_max[j];
+      row_sum[j] *= rescale;
+      #pragma unroll
+      for (int g = 0; g < GROUPS; ++g) {
+        bias_sum[g][j] *= rescale;
+      }
+      #pragma unroll
+      for (int i = 0; i < TILES; ++i) {
+        out_frag[i].e[j] *= rescale;
+      }
+    }
+  }
+  // The weights P^T (keys x rows), then as B operands scaled for each V group. Hidden keys never
+  // touch the output: codes are finite, so zeroing their scale and bias is enough, NaN included.
+  fa_frag weights[GROUPS][2];
+  #pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    fa_frag p;
+    #pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      p.e[j] = fa_exp2(score[h][j] - weight_base[j]);
+      row_sum[j] += p.e[j];
+      #pragma unroll
+      for (int g = 0; g < GROUPS; ++g) {
+        bias_sum[g][j] += p.e[j] != 0.0f ? p.e[j] * v_unit_bias[h][g] : 0.0f;
+      }
+    }
+    const fa_frag p_b = fa_acc_as_b(p, lane);
+    #pragma unroll
+    for (int g = 0; g < GROUPS; ++g) {
+      #pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        weights[g][h].e[j] = p_b.e[j] != 0.0f ? p_b.e[j] * v_unit_scale[h][j][g] : 0.0f;
+      }
+    }
+  }
+  // O^T += V^T P^T, two 8-dim tiles (of one group) at a time.
+  #pragma unroll
+  for (int i = 0; i < TILES; i += 2) {
+    const int g = i / TILES_PER_GROUP;
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      fa_frag v_frag[2];
+      #pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        #pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          v_frag[t].e[j] = v_now[h][j][g][(i + t) % TILES_PER_GROUP];
+        }
+      }
+      fa_mma2_any_b(out_frag[i], out_frag[i + 1], v_frag[0], v_frag[1], weights[g][h], out_frag[i], out_frag[i + 1]);
+    }
+  }
+}
+
+// Each row's denominator and V bias term over the lanes that hold it; then the simdgroups merge
+// through threadgroup memory, as in decode_attention.metal.
+#pragma unroll
+for (int j = 0; j < 2; ++j) {
+  row_sum[j] += simd_shuffle_xor(row_sum[j], ushort(FA_FRAG_COL_XOR0));
+  row_sum[j] += simd_shuffle_xor(row_sum[j], ushort(FA_FRAG_COL_XOR1));
+  row_sum[j] += simd_shuffle_xor(row_sum[j], ushort(FA_FRAG_COL_XOR2));
+  #pragma unroll
+  for (int g = 0; g < GROUPS; ++g) {
+    bias_sum[g][j] += simd_shuffle_xor(bias_sum[g][j], ushort(FA_FRAG_COL_XOR0));
+    bias_sum[g][j] += simd_shuffle_xor(bias_sum[g][j], ushort(FA_FRAG_COL_XOR1));
+    bias_sum[g][j] += simd_shuffle_xor(bias_sum[g][j], ushort(FA_FRAG_COL_XOR2));
+  }
+}
+threadgroup float tg_max[NSG * ROWS];
+threadgroup float tg_sum[NSG * ROWS];
+threadgroup float tg_acc[NSG * ROWS * D];
+#pragma unroll
+for (int j = 0; j < 2; ++j) {
+  const int r = fa_frag_col_acc(lane, j);
+  #pragma unroll
+  for (int i = 0; i < TILES; ++i) {
+    const int d = fa_qmma_out_dim<GS>(i, fa_frag_row(lane));
+    tg_acc[(sg * ROWS + r) * D + d] = out_frag[i].e[j] + bias_sum[i / TILES_PER_GROUP][j];
+  }
+  if (fa_frag_row(lane) == 0) {  // one lane of each row
+    tg_max[sg * ROWS + r] = row_max[j];
+    tg_sum[sg * ROWS + r] = row_sum[j];
+  }
+}
+threadgroup_barrier(mem_flags::mem_threadgroup);
+for (int e = tid; e < ROWS * D; e += THREADS) {
+  const int r = e / D;
+  const int d = e % D;
+  if (FA_ROW_LIVE(r)) {
+    const int64_t out_row = (int64_t(n) * H_q + FA_ROW_HEAD(r)) * L + FA_ROW(r) % L;
+    float m_all;
+    float l_all;
+    const float o = fa_merge_states(tg_max + r, tg_sum + r, ROWS, tg_acc + r * D + d, ROWS * D, NSG, m_all, l_all);
+#if FA_SINGLE_PASS
+    out[out_row * D + d] = static_cast<T>(fa_normalise(o, l_all));
+#else
+    out_partial[(out_row * NB + block) * D + d] = o;
+    if (d == 0) {
+      stats_partial[(out_row * NB + block) * 2] = m_all;
+      stats_partial[(out_row * NB + block) * 2 + 1] = l_all;
+    }
+#endif
+  }
+}
