@@ -128,3 +128,37 @@ def test_emulated_single_pass_with_8_simdgroups(case):
     with emulated_gpu(), gpu_constants(SINGLE_PASS_SIMDGROUPS=8, SINGLE_PASS_MAX_S=4096):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
+
+
+# metal/quantized_decode_mma.metal (the quantized cases above with f16 / bf16 queries and D <= 128
+# take it) at edges of its own: two row tiles (G * L = 16 and 12 rows, 8 a tile), every code width
+# and group size, D = 32 and 96 (one group and three), and key ranges that leave blocks empty.
+MMA_CASES = [
+    edge_case(S=257, D=128, H_q=32, H_kv=2, bits=4, group_size=32, mask="bool_hidden_row"),
+    edge_case(S=33, D=64, L=3, H_q=8, H_kv=2, bits=8, group_size=64, mask="causal", dtype=mx.float16),
+    edge_case(S=130, D=96, H_q=4, H_kv=1, bits=2, group_size=32, mask="additive"),
+    edge_case(S=200, D=32, H_q=8, H_kv=8, bits=4, group_size=32, key_ranges=[[150, 50], [0, 1]]),
+    edge_case(S=129, D=128, H_q=4, H_kv=2, bits=4, group_size=128, mask="causal", L=2),
+]
+
+
+@pytest.mark.parametrize("single_pass_max_s", [4096, 0], ids=["one_block", "split"])
+@pinned(MMA_CASES)
+@settings(phases=[Phase.explicit])
+@given(case=short_cases())
+def test_emulated_quantized_matrices(single_pass_max_s, case):
+    """Oracle parity and batch invariance of the simdgroup-matrix kernel, in one block and split."""
+    assert gpu._uses_mma(True, case.dtype, case.dims[-1])
+    with emulated_gpu(), gpu_constants(SINGLE_PASS_MAX_S=single_pass_max_s):
+        check_parity(case, "cuda")
+        _check_requests(case, "cuda")
+
+
+@pinned(pinned_quantized_cases() + MMA_CASES[:2])
+@settings(phases=[Phase.explicit])
+@given(case=short_cases())
+def test_emulated_quantized_without_matrices(case):
+    """decode_attention.metal keeps f32 queries and D > 128: f16 / bf16 cases through it too."""
+    with emulated_gpu(), gpu_constants(QUANTIZED_MMA=False):
+        check_parity(case, "cuda")
+        _check_requests(case, "cuda")

@@ -56,6 +56,7 @@ CASES = [
     (True, mx.bfloat16, "causal", 128, 4, 2, 8, 2),
     (True, mx.float16, "additive", 64, 2, 1, 8, 8),
     (True, mx.float32, "bool", 256, 8, 1, 4, 2),
+    (True, mx.bfloat16, "bool", 96, 8, 3, 16, 2),
 ]
 
 
@@ -99,3 +100,21 @@ def test_cuda_form_of_merge_kernel_compiles(monkeypatch, dtype):
                           [("out", dtype)], [("T", dtype), ("D", 128)])
     ok, log = nvcc_wrap.compile_cuda(text)
     assert ok, log
+
+
+def test_quantized_kernel_choice(monkeypatch):
+    """f16 / bf16 queries with D <= 128 take the simdgroup-matrix kernel; f32 queries, D > 128
+    and FUSEDATTEND_QUANTIZED_MMA=0 (gpu.QUANTIZED_MMA) the other."""
+    monkeypatch.setattr(gpu, "on_metal", lambda: False)
+
+    def body(dtype, D):
+        return gpu.decode_launch(_problem(True, dtype, None, D, 4, 1, 8, 2), quantized=True)["body_file"]
+
+    try:
+        assert body(mx.bfloat16, 128) == body(mx.float16, 64) == "quantized_decode_mma.metal"
+        assert body(mx.float32, 128) == body(mx.bfloat16, 256) == "decode_attention.metal"
+        monkeypatch.setattr(gpu, "QUANTIZED_MMA", False)
+        gpu._schedule.cache_clear()
+        assert body(mx.bfloat16, 128) == "decode_attention.metal"
+    finally:
+        gpu._schedule.cache_clear()
