@@ -185,6 +185,7 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
         NB = math.ceil(S / block)
         threads = (SINGLE_PASS_SIMDGROUPS if single_pass else SIMDGROUPS) * SIMD_WIDTH
         return dict(
+            name="fa_quantized_decode_mma",
             body_file="quantized_decode_mma.metal",
             template=[("T", dtype), ("D", D), ("GS", group_size), ("BITS", bits), ("ST", scales_dtype),
                       ("NSG", threads // SIMD_WIDTH), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype)],
@@ -214,6 +215,7 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
     if quantized:
         template += [("BITS", bits), ("ST", scales_dtype)]
     return dict(
+        name="fa_quantized_decode_attention" if quantized else "fa_decode_attention",
         body_file="decode_attention.metal",
         template=template,
         grid=(NB * threads, H_kv * tiles, N),
@@ -240,7 +242,7 @@ def decode_launch(problem: Problem, quantized: bool) -> dict:
     call = dict(_schedule(shape, q.dtype, quantized, kind, mask.dtype, problem.bits, scales_dtype,
                           problem.key_ranges is not None, problem.group_size, single_pass, problem.out_shape))
     ranges = problem.key_ranges if problem.key_ranges is not None else _placeholder(mx.int32)
-    body_file = call.pop("body_file")
+    name, body_file = call.pop("name"), call.pop("body_file")
     common = [mask, ranges, call.pop("dims"), _float32s(problem.scale)]
     common_names = ("mask", "key_ranges", "dims", "scalars")
     if quantized:
@@ -253,9 +255,6 @@ def decode_launch(problem: Problem, quantized: bool) -> dict:
     else:
         inputs = [q, problem.k, problem.v] + common
         names = ("q", "k", "v") + common_names
-    name = "fa_quantized_decode_attention" if quantized else "fa_decode_attention"
-    if body_file != "decode_attention.metal":
-        name = "fa_quantized_decode_mma"
     return dict(
         body_file=body_file,
         # MLX caches a compiled kernel by name and template arguments only: each variant of the
