@@ -185,6 +185,45 @@ inline void simdgroup_multiply_accumulate(simdgroup_matrix<float, 8, 8>& d, cons
   }
 }
 
+// NVIDIA's mma.sync.m16n8k8 with tf32 operands, as PTX's fragment tables state them, for the
+// emulation of metal/cuda_compat.h's matrix products (cpu_emulator.py, layout "nvidia"): lane
+// (g, t) = (lane / 4, lane % 4) holds A (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4); B (t, g),
+// (t + 4, g); C and D (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1). The hardware reads
+// only an operand's top 19 bits (tf32): the rest is cut here too.
+inline float fa_cpu_tf32(float x) {
+  return as_type<float>(as_type<uint32_t>(x) & 0xFFFFE000u);
+}
+inline void fa_cpu_mma_m16n8k8(const float (&a)[4], const float (&b)[2], const float (&c)[4], float (&d)[4]) {
+  float all_a[4][32], all_b[2][32], all_c[4][32];
+  for (int i = 0; i < 4; ++i) {
+    fa_cpu_simd_gather(a[i], all_a[i]);
+    fa_cpu_simd_gather(c[i], all_c[i]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    fa_cpu_simd_gather(b[i], all_b[i]);
+  }
+  float A[16][8], B[8][8], C[16][8];
+  for (uint lane = 0; lane < 32; ++lane) {
+    const uint g = lane / 4, t = lane % 4;
+    for (int i = 0; i < 4; ++i) {
+      A[g + 8 * (i % 2)][t + 4 * (i / 2)] = fa_cpu_tf32(all_a[i][lane]);
+      C[g + 8 * (i / 2)][2 * t + i % 2] = all_c[i][lane];
+    }
+    for (int i = 0; i < 2; ++i) {
+      B[t + 4 * i][g] = fa_cpu_tf32(all_b[i][lane]);
+    }
+  }
+  const uint lane = fa_cpu_tid % 32, g = lane / 4, t = lane % 4;
+  for (int i = 0; i < 4; ++i) {
+    const uint row = g + 8 * (i / 2), col = 2 * t + i % 2;
+    float sum = C[row][col];
+    for (int k = 0; k < 8; ++k) {
+      sum += A[row][k] * B[k][col];
+    }
+    d[i] = sum;
+  }
+}
+
 // Runs body(threadgroup position, thread index) for every thread of every threadgroup.
 template <typename Body>
 inline void fa_cpu_launch(uint3 groups, uint threads, Body body) {

@@ -18,6 +18,7 @@ import ctypes
 import hashlib
 import math
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -117,8 +118,50 @@ def _build(text: str) -> ctypes.CDLL:
     return ctypes.CDLL(str(lib))
 
 
+# Layout "nvidia": metal/cuda_compat.h's matrix section (from FA_HAVE_MMA on: where a lane's
+# elements sit, the row masks, fa_acc_as_b) compiled as it is, but for its two `asm` products,
+# which become the emulated mma.sync of cpu_compat.h (fa_cpu_mma_m16n8k8, PTX's tables).
+NVIDIA_PRELUDE = """
+#define __shfl_sync(mask, x, from) simd_shuffle(x, ushort(from))
+inline uint32_t __float_as_uint(float x) { return as_type<uint32_t>(x); }
+inline float __uint_as_float(uint32_t x) { return as_type<float>(x); }
+"""
+NVIDIA_PRODUCTS = """
+template <typename F>
+inline void fa_mma2(F& d0, F& d1, F a0, F a1, F b, F c0, F c1) {
+  const float a[4] = {a0.e[0], a1.e[0], a0.e[1], a1.e[1]}, bb[2] = {b.e[0], b.e[1]};
+  const float c[4] = {c0.e[0], c0.e[1], c1.e[0], c1.e[1]};
+  float d[4];
+  fa_cpu_mma_m16n8k8(a, bb, c, d);
+  d0.e[0] = d[0], d0.e[1] = d[1], d1.e[0] = d[2], d1.e[1] = d[3];
+}
+template <typename F>
+inline void fa_mma2_any_b(F& d0, F& d1, F a0, F a1, F b, F c0, F c1) {
+  F hi, lo;
+  for (int j = 0; j < 2; ++j) {  // cvt.rna.tf32.f32: to nearest, ties away from zero
+    hi.e[j] = as_type<float>((as_type<uint32_t>(b.e[j]) + 0x1000u) & 0xFFFFE000u);
+    lo.e[j] = b.e[j] - hi.e[j];
+  }
+  fa_mma2(d0, d1, a0, a1, lo, c0, c1);
+  fa_mma2(d0, d1, a0, a1, hi, d0, d1);
+}
+"""
+ASM_PRODUCT = re.compile(r"template <typename F>\nMETAL_FUNC void fa_mma2(_any_b)?\(.*?\n}\n", re.S)
+
+
+def nvidia_fragments() -> str:
+    """cuda_compat.h's matrix section for the CPU, its asm products emulated."""
+    text = gpu.read_kernel_file(gpu.CUDA_COMPAT)
+    section = text[text.index("#define FA_HAVE_MMA"):]
+    kept, n = ASM_PRODUCT.subn("", section)
+    assert n == 2 and "asm" not in kept, "cuda_compat.h's matrix products changed shape"
+    return NVIDIA_PRELUDE + kept + NVIDIA_PRODUCTS
+
+
 class EmulatedKernel:
     """Called as an mx.fast.metal_kernel / cuda_kernel object is; runs on the CPU."""
+
+    layout = "apple"  # of the simdgroup matrices: Apple's (Metal form), or "nvidia" (cuda_compat.h's)
 
     def __init__(self, name, input_names, output_names, body_file, defines=()):
         self.input_names, self.output_names = list(input_names), list(output_names)
@@ -126,6 +169,8 @@ class EmulatedKernel:
 
     def __call__(self, *, inputs, template, grid, threadgroup, output_shapes, output_dtypes, **_):
         body, header = gpu.kernel_sources(self.body_file, self.defines)  # the Metal form
+        if self.layout == "nvidia":
+            header = nvidia_fragments() + header
         program = _program(body, header, list(zip(self.input_names, [x.dtype for x in inputs])),
                            self.output_names, output_dtypes, template)
         run = _build(program).run
@@ -153,12 +198,14 @@ class EmulatedKernel:
 
 
 @contextlib.contextmanager
-def emulated_gpu():
+def emulated_gpu(layout="apple"):
     """Within the block, backend="cuda" is available and runs fusedattend.gpu with every kernel
-    emulated (the Metal form of its body, compiled for the host)."""
+    emulated (the Metal form of its body, compiled for the host). layout="nvidia" gives the
+    simdgroup-matrix products cuda_compat.h's placement of elements instead of Apple's."""
     saved = gpu._kernel, gpu.on_metal, backends._is_available
     real = backends._is_available
-    gpu._kernel, gpu.on_metal = EmulatedKernel, (lambda: True)
+    kernel = type("EmulatedKernel", (EmulatedKernel,), {"layout": layout})
+    gpu._kernel, gpu.on_metal = kernel, (lambda: True)
     backends._is_available = lambda name: name == "cuda" or real(name)
     try:
         yield

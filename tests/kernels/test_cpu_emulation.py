@@ -142,14 +142,18 @@ MMA_CASES = [
 ]
 
 
+@pytest.mark.parametrize("layout", ["apple", "nvidia"])
 @pytest.mark.parametrize("single_pass_max_s", [4096, 0], ids=["one_block", "split"])
 @pinned(MMA_CASES)
 @settings(phases=[Phase.explicit])
 @given(case=short_cases())
-def test_emulated_quantized_matrices(single_pass_max_s, case):
-    """Oracle parity and batch invariance of the simdgroup-matrix kernel, in one block and split."""
+def test_emulated_quantized_matrices(single_pass_max_s, layout, case):
+    """Oracle parity and batch invariance of the simdgroup-matrix kernel, in one block and split,
+    with Apple's placement of matrix elements (the Metal form) and with cuda_compat.h's (its
+    layout functions, row masks and fa_acc_as_b as compiled for the H200, against PTX's fragment
+    tables as tests/kernels/cpu_compat.h states them; only the asm products are emulated)."""
     assert gpu._uses_mma(True, case.dtype, case.dims[-1])
-    with emulated_gpu(), gpu_constants(SINGLE_PASS_MAX_S=single_pass_max_s):
+    with emulated_gpu(layout), gpu_constants(SINGLE_PASS_MAX_S=single_pass_max_s):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 
