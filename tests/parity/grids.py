@@ -23,6 +23,7 @@ Tolerances (tests/oracle.py; docs/testing.md has the derivation):
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 import zlib
 from typing import Optional
@@ -161,8 +162,14 @@ def run(c: Built, backend=None):
 
 
 def sdpa_peer(c: Built):
-    """mx.fast.scaled_dot_product_attention on the same (plain) inputs."""
-    return mx.fast.scaled_dot_product_attention(c.q, c.k, c.v, scale=c.case.D**-0.5, mask=c.mask)
+    """mx.fast.scaled_dot_product_attention on the same (plain) inputs. With
+    FUSEDATTEND_PEERS_ON_CPU=1 it runs on the CPU stream: under compute-sanitizer
+    (ci/gpu/h200-session.sh sanitize), so that MLX's cuDNN / cuBLAS kernels stay out of the log."""
+    device = mx.cpu if os.environ.get("FUSEDATTEND_PEERS_ON_CPU") == "1" else mx.default_device()
+    with mx.stream(device):
+        out = mx.fast.scaled_dot_product_attention(c.q, c.k, c.v, scale=c.case.D**-0.5, mask=c.mask)
+        mx.eval(out)
+    return out
 
 
 def mlx_lm_peer(c: Built):
