@@ -180,15 +180,16 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
     NL, B, H_q, H_kv, L, S, D = shape
     N = NL * B
     G = H_q // H_kv
+    block = S if single_pass else block_keys(S)
+    NB = math.ceil(S / block)
+    simdgroups = SINGLE_PASS_SIMDGROUPS if single_pass else SIMDGROUPS
+    threads = simdgroups * SIMD_WIDTH
     if _uses_mma(quantized, dtype, D):
-        block = S if single_pass else block_keys(S)
-        NB = math.ceil(S / block)
-        threads = (SINGLE_PASS_SIMDGROUPS if single_pass else SIMDGROUPS) * SIMD_WIDTH
         return dict(
             name="fa_quantized_decode_mma",
             body_file="quantized_decode_mma.metal",
             template=[("T", dtype), ("D", D), ("GS", group_size), ("BITS", bits), ("ST", scales_dtype),
-                      ("NSG", threads // SIMD_WIDTH), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype)],
+                      ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype)],
             grid=(NB * threads, H_kv * math.ceil(G * L / QUANTIZED_MMA_ROWS), N),
             threadgroup=(threads, 1, 1),
             dims=_int32s(L, G, block, int(has_ranges), group_size),
@@ -201,10 +202,6 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
     elements = max(min_elements, min(ELEMENTS_PER_LANE, MAX_ROW_ELEMENTS // rows))
     rows = max(1, min(rows, MAX_ROW_ELEMENTS // elements))
     tiles = math.ceil(G * L / rows)
-    block = S if single_pass else block_keys(S)
-    NB = math.ceil(S / block)
-    simdgroups = SINGLE_PASS_SIMDGROUPS if single_pass else SIMDGROUPS
-    threads = simdgroups * SIMD_WIDTH
     if quantized:
         keys_in_flight = QUANTIZED_KEYS_IN_FLIGHT
     else:  # U: keys each lane loads (K and V) before using any of them
