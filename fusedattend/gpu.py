@@ -77,6 +77,18 @@ QUANTIZED_MMA = os.environ.get("FUSEDATTEND_QUANTIZED_MMA", "1").strip() != "0"
 QUANTIZED_MMA_MAX_D = 128
 QUANTIZED_MMA_ROWS = 8  # query rows of a threadgroup: the matrices' rows
 
+# CUDA only: threadgroups an SM that ptxas must make room for (__launch_bounds__, through
+# cuda_compat.h), so that it caps a thread's registers at 64K / (threads x this); 0 leaves the
+# registers to ptxas. Split blocks fill the GPU, so there more resident warps keep more loads in
+# flight; a one-block launch has few threadgroups and is left alone. H200, chained and cold
+# (docs/h200/bounds/, 2026-11-29), bf16 split blocks at 4 (128 registers, 12 bytes spilled)
+# against ptxas' 158 (3 an SM): B = 32, S = 32768: 1140.9 against 1193.5 µs (Nsight Compute:
+# 82.8% of DRAM bandwidth against 77.2%); B = 32, S = 2048: 159.9 against 179.7; B = 8,
+# S = 8192: 156.2 against 161.5; B = 1 within the noise. The 4-bit matrix kernel spills at 3 or 4
+# (164 / 344 bytes) and was 1.4-1.7x slower: it keeps ptxas' 244 (2 an SM).
+SPLIT_THREADGROUPS_PER_SM = 4
+QUANTIZED_MMA_THREADGROUPS_PER_SM = 0
+
 KERNEL_FILES = ("decode_attention.metal", "merge_partials.metal", "quantized_decode_mma.metal")
 HEADER_FILES = ("decode_attention.h",)
 CUDA_COMPAT = "cuda_compat.h"
@@ -106,18 +118,21 @@ def on_metal() -> bool:
     return mx.metal.is_available()
 
 
-def kernel_sources(body_file: str, defines=()):
-    """(source, header) exactly as handed to mx.fast.{metal,cuda}_kernel on this platform."""
+def kernel_sources(body_file: str, defines=(), launch_bounds=None):
+    """(source, header) exactly as handed to mx.fast.{metal,cuda}_kernel on this platform.
+
+    launch_bounds: (threads, threadgroups an SM) for CUDA's __launch_bounds__, or None."""
     body = "\n" + "".join(f"#define {k} {v}\n" for k, v in defines) + read_kernel_file(body_file)
     header = "".join(read_kernel_file(h) for h in HEADER_FILES)
     if on_metal():
         return body, header
-    return CUDA_THREAD_ATTRIBUTES + body, read_kernel_file(CUDA_COMPAT) + header
+    bounds = "#define FA_LAUNCH_BOUNDS {}, {}\n".format(*launch_bounds) if launch_bounds else ""
+    return CUDA_THREAD_ATTRIBUTES + body, bounds + read_kernel_file(CUDA_COMPAT) + header
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(name, input_names, output_names, body_file, defines=()):
-    source, header = kernel_sources(body_file, defines)
+def _kernel(name, input_names, output_names, body_file, defines=(), launch_bounds=None):
+    source, header = kernel_sources(body_file, defines, launch_bounds)
     make = mx.fast.metal_kernel if on_metal() else mx.fast.cuda_kernel
     return make(
         name=name,
@@ -187,6 +202,7 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
     if _uses_mma(quantized, dtype, D):
         return dict(
             name="fa_quantized_decode_mma",
+            threadgroups_per_sm=QUANTIZED_MMA_THREADGROUPS_PER_SM,
             body_file="quantized_decode_mma.metal",
             template=[("T", dtype), ("D", D), ("GS", group_size), ("BITS", bits), ("ST", scales_dtype),
                       ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype)],
@@ -213,6 +229,7 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
         template += [("BITS", bits), ("ST", scales_dtype)]
     return dict(
         name="fa_quantized_decode_attention" if quantized else "fa_decode_attention",
+        threadgroups_per_sm=0 if quantized or single_pass else SPLIT_THREADGROUPS_PER_SM,
         body_file="decode_attention.metal",
         template=template,
         grid=(NB * threads, H_kv * tiles, N),
@@ -240,6 +257,11 @@ def decode_launch(problem: Problem, quantized: bool) -> dict:
                           problem.key_ranges is not None, problem.group_size, single_pass, problem.out_shape))
     ranges = problem.key_ranges if problem.key_ranges is not None else _placeholder(mx.int32)
     name, body_file = call.pop("name"), call.pop("body_file")
+    threadgroups_per_sm = call.pop("threadgroups_per_sm")
+    if single_pass:
+        name += "_single_pass"
+    if threadgroups_per_sm:
+        name += f"_{threadgroups_per_sm}_per_sm"
     common = [mask, ranges, call.pop("dims"), _float32s(problem.scale)]
     common_names = ("mask", "key_ranges", "dims", "scalars")
     if quantized:
@@ -255,12 +277,13 @@ def decode_launch(problem: Problem, quantized: bool) -> dict:
     return dict(
         body_file=body_file,
         # MLX caches a compiled kernel by name and template arguments only: each variant of the
-        # defines needs a name of its own.
-        name=name + "_single_pass" if single_pass else name,
+        # defines and launch bounds needs a name of its own.
+        name=name,
         single_pass=single_pass,  # one block: the decode kernel writes the output, no merge
         input_names=names,
         output_names=("out",) if single_pass else ("out_partial", "stats_partial"),
         defines=(("FA_QUANTIZED", int(quantized)), ("FA_SINGLE_PASS", int(single_pass))),
+        launch_bounds=(call["threadgroup"][0], threadgroups_per_sm) if threadgroups_per_sm else None,
         call=dict(inputs=inputs, **call),
     )
 
@@ -275,7 +298,7 @@ def _attend(problem: Problem, quantized: bool) -> mx.array:
         return (reference.quantized_decode_attention if quantized else reference.decode_attention)(problem)
     launch = decode_launch(problem, quantized)
     decode = _kernel(launch["name"], launch["input_names"], launch["output_names"],
-                     launch["body_file"], launch["defines"])
+                     launch["body_file"], launch["defines"], launch["launch_bounds"])
     if launch["single_pass"]:
         return decode(**launch["call"])[0]
     out_partial, stats_partial = decode(**launch["call"])

@@ -4,6 +4,13 @@
 // own header and declares Metal's thread-position variables at the top of each body.
 #pragma once
 
+// Occupancy: gpu.py may define FA_LAUNCH_BOUNDS as (threads, threadgroups an SM) before this
+// header. MLX writes the kernel's `__global__` line itself, so the bounds ride on that keyword.
+#ifdef FA_LAUNCH_BOUNDS
+#undef __global__
+#define __global__ __location__(global) __launch_bounds__(FA_LAUNCH_BOUNDS)
+#endif
+
 typedef unsigned int uint;
 typedef unsigned short ushort;
 

@@ -38,7 +38,7 @@ def main():
     problem = plain_problem(q, k, v, None, None, None)
     launch = split(lambda: gpu.decode_launch(problem, quantized=False))
     decode = gpu._kernel(launch["name"], launch["input_names"], launch["output_names"],
-                         launch["body_file"], launch["defines"])
+                         launch["body_file"], launch["defines"], launch["launch_bounds"])
     empty_kernel = mx.fast.cuda_kernel(name="fa_empty", input_names=["x"], output_names=["y"], source="y[0] = 0.0f;")
 
     def empty(x):

@@ -49,7 +49,7 @@ def main():
     else:
         problem = plain_problem(q, k, k, None, args.mask, None)
     launch = gpu.decode_launch(problem, quantized=args.quantized)
-    source, header = gpu.kernel_sources(launch["body_file"], launch["defines"])
+    source, header = gpu.kernel_sources(launch["body_file"], launch["defines"], launch["launch_bounds"])
     call = launch["call"]
     text = nvcc_wrap.wrap("fa_decode", source, header,
                           [(n, x.dtype) for n, x in zip(launch["input_names"], call["inputs"])],

@@ -163,9 +163,9 @@ class EmulatedKernel:
 
     layout = "apple"  # of the simdgroup matrices: Apple's (Metal form), or "nvidia" (cuda_compat.h's)
 
-    def __init__(self, name, input_names, output_names, body_file, defines=()):
+    def __init__(self, name, input_names, output_names, body_file, defines=(), launch_bounds=None):
         self.input_names, self.output_names = list(input_names), list(output_names)
-        self.body_file, self.defines = body_file, defines
+        self.body_file, self.defines = body_file, defines  # launch bounds: CUDA only
 
     def __call__(self, *, inputs, template, grid, threadgroup, output_shapes, output_dtypes, **_):
         body, header = gpu.kernel_sources(self.body_file, self.defines)  # the Metal form

@@ -67,13 +67,13 @@ def nvcc_available():
     return shutil.which("nvcc") is not None
 
 
-def compile_cuda(text, arch="sm_90"):
-    """Compile `text` with nvcc; returns (ok, log)."""
+def compile_cuda(text, arch="sm_90", options=()):
+    """Compile `text` with nvcc (and `options`, e.g. ("-Xptxas", "-v")); returns (ok, log)."""
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "kernel.cu"
         src.write_text(text)
         proc = subprocess.run(
-            ["nvcc", f"-arch={arch}", "-std=c++17", "-c", str(src), "-o", str(Path(tmp) / "k.o")],
+            ["nvcc", f"-arch={arch}", "-std=c++17", *options, "-c", str(src), "-o", str(Path(tmp) / "k.o")],
             capture_output=True, text=True,
         )
         return proc.returncode == 0, proc.stdout + proc.stderr

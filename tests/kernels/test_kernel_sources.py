@@ -4,6 +4,7 @@ The CUDA path must not carry a kernel of its own: gpu.py hands mx.fast.cuda_kern
 metal/*.metal bodies that mx.fast.metal_kernel gets, behind metal/cuda_compat.h.
 """
 
+import re
 from pathlib import Path
 
 import mlx.core as mx
@@ -41,10 +42,10 @@ def test_python_side_holds_no_kernel_code():
 
 
 def test_compat_header_is_small():
-    """Small enough to review by eye: about 80 lines of names and helpers, and 40 that map
-    simdgroup matrix products to mma.sync."""
+    """Small enough to review by eye: about 85 lines of names, helpers and launch bounds, and 40
+    that map simdgroup matrix products to mma.sync."""
     lines = [l for l in (ROOT / "metal" / gpu.CUDA_COMPAT).read_text().splitlines() if l.strip()]
-    assert len(lines) <= 125
+    assert len(lines) <= 130
 
 
 # Problems that cover every branch of the bodies (not the full product of variants).
@@ -81,13 +82,40 @@ def test_cuda_form_of_decode_kernel_compiles(monkeypatch, case, single_pass):
     monkeypatch.setattr(gpu, "on_metal", lambda: False)
     monkeypatch.setattr(gpu, "SINGLE_PASS_MAX_S", 4096 if single_pass else 0)
     launch = gpu.decode_launch(_problem(*case), quantized=case[0])
-    source, header = gpu.kernel_sources(launch["body_file"], launch["defines"])
+    source, header = gpu.kernel_sources(launch["body_file"], launch["defines"], launch["launch_bounds"])
     call = launch["call"]
     inputs = [(name, x.dtype) for name, x in zip(launch["input_names"], call["inputs"])]
     outputs = list(zip(launch["output_names"], call["output_dtypes"]))
     text = nvcc_wrap.wrap("fa_decode", source, header, inputs, outputs, call["template"])
     ok, log = nvcc_wrap.compile_cuda(text)
     assert ok, log
+
+
+@pytest.mark.skipif(not nvcc_wrap.nvcc_available(), reason="nvcc not installed here")
+@pytest.mark.parametrize("quantized", [False, True], ids=["bf16", "q4_mma"])
+@pytest.mark.parametrize("per_sm", [3, 4])
+def test_launch_bounds_cap_registers(monkeypatch, quantized, per_sm):
+    """Threadgroups an SM asked of a split launch reach ptxas: the kernel fits that many."""
+    monkeypatch.setattr(gpu, "on_metal", lambda: False)
+    monkeypatch.setattr(gpu, "SINGLE_PASS_MAX_S", 0)
+    monkeypatch.setattr(gpu, "SPLIT_THREADGROUPS_PER_SM", per_sm)
+    monkeypatch.setattr(gpu, "QUANTIZED_MMA_THREADGROUPS_PER_SM", per_sm)
+    gpu._schedule.cache_clear()
+    try:
+        launch = gpu.decode_launch(_problem(quantized, mx.bfloat16, None, 128, 4, 1, 32, 8), quantized=quantized)
+    finally:
+        gpu._schedule.cache_clear()
+    threads = launch["call"]["threadgroup"][0]
+    assert launch["launch_bounds"] == (threads, per_sm) and launch["name"].endswith(f"_{per_sm}_per_sm")
+    source, header = gpu.kernel_sources(launch["body_file"], launch["defines"], launch["launch_bounds"])
+    call = launch["call"]
+    inputs = [(name, x.dtype) for name, x in zip(launch["input_names"], call["inputs"])]
+    outputs = list(zip(launch["output_names"], call["output_dtypes"]))
+    text = nvcc_wrap.wrap("fa_decode", source, header, inputs, outputs, call["template"])
+    ok, log = nvcc_wrap.compile_cuda(text, options=("-Xptxas", "-v"))
+    assert ok, log
+    registers = int(re.search(r"Used (\d+) registers", log).group(1))
+    assert registers <= 65536 // (threads * per_sm)
 
 
 @pytest.mark.skipif(not nvcc_wrap.nvcc_available(), reason="nvcc not installed here")
