@@ -262,7 +262,8 @@ def decode_launch(problem: Problem, quantized: bool) -> dict:
         name += "_single_pass"
     if threadgroups_per_sm:
         name += f"_{threadgroups_per_sm}_per_sm"
-    common = [mask, ranges, call.pop("dims"), _float32s(problem.scale)]
+    # 1.0 is read at run time by the kernels' code reading (fa_code_unit in decode_attention.h).
+    common = [mask, ranges, call.pop("dims"), _float32s(problem.scale, 1.0)]
     common_names = ("mask", "key_ranges", "dims", "scalars")
     if quantized:
         k, v = problem.k, problem.v

@@ -62,11 +62,14 @@ METAL_FUNC float fa_exp2(float x) {
 // shift and one logic op make it, with neither the int-to-float converter (a quarter-rate unit on
 // NVIDIA) nor a subtraction. The kernel folds the offset into the affine map instead:
 // scale * c + bias = (scale * 2^BITS) * (1 + c / 2^BITS) + (bias - scale * 2^BITS).
+// `one` is 1.0f's bits, read at run time (fa_code_chunk::one): a logic op takes one constant
+// inline and one from a register, and a constant the compiler can see would cost each code a
+// second op (NVIDIA's ptxas keeps both constants inline when registers are short).
 template <int BITS>
-METAL_FUNC float fa_code_unit(uint32_t word, int bit) {
+METAL_FUNC float fa_code_unit(uint32_t word, int bit, uint32_t one) {
   constexpr int AT = 23 - BITS;  // where the code goes: the top BITS bits of the mantissa
   constexpr uint32_t MASK = ((1u << BITS) - 1u) << AT;
-  return as_type<float>(0x3F800000u | (((word >> bit) << AT) & MASK));
+  return as_type<float>((((word >> bit) << AT) & MASK) | one);
 }
 
 // The codes of E consecutive elements of an mx.quantize (affine) row, kept packed until used:
@@ -78,22 +81,24 @@ struct fa_code_chunk {
   static constexpr int WORDS = (E + PER_WORD - 1) / PER_WORD;
   uint32_t words[WORDS];
   int first_bit;  // of element 0 within words[0]
+  uint32_t one;   // 1.0f's bits, from the kernel's inputs (fa_code_unit)
   METAL_FUNC float operator[](int e) const {
     const int bit = first_bit + e * BITS;
-    return fa_code_unit<BITS>(words[bit / 32], bit % 32);
+    return fa_code_unit<BITS>(words[bit / 32], bit % 32, one);
   }
 };
 
 // Fills `out` with run `chunk` of a row: `codes` points at the row's first word, words `step`
-// apart.
+// apart; `one` is 1.0f's bits as the kernel read them.
 template <int E, int BITS, typename CodePtr>
-METAL_FUNC void fa_load_codes(CodePtr codes, int64_t step, int chunk, thread fa_code_chunk<E, BITS>& out) {
+METAL_FUNC void fa_load_codes(CodePtr codes, int64_t step, int chunk, uint32_t one, thread fa_code_chunk<E, BITS>& out) {
   constexpr int PER_WORD = fa_code_chunk<E, BITS>::PER_WORD;
   const int first = chunk * E;
   for (int w = 0; w < fa_code_chunk<E, BITS>::WORDS; ++w) {
     out.words[w] = codes[(first / PER_WORD + w) * step];
   }
   out.first_bit = (first % PER_WORD) * BITS;
+  out.one = one;
 }
 
 // 8 x 8 float matrices for simdgroup matrix products: Apple's simdgroup_matrix, NVIDIA's mma.sync

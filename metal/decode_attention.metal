@@ -26,7 +26,8 @@
 // defined before this body, selects the K/V inputs; FA_SINGLE_PASS (0/1) writes the normalised
 // output `out` instead of the block's partial state, for a launch whose one block holds every
 // key. Run-time (dims[] int32): L, G, block, has key ranges, group size: values that change with
-// the call (block with S) or that would multiply the variants without changing the inner loop.
+// the call (block with S) or that would multiply the variants without changing the inner loop;
+// scalars[] (float32): the softmax scale, 1.0f.
 
 constexpr int THREADS = NSG * 32;
 constexpr int CHUNKS = D / E;
@@ -96,6 +97,7 @@ float bias_acc[ROWS];  // sum of weight * V bias of this lane's group, added to 
 // Scores are kept in base 2: the query carries log2(e), so each weight is one exp2.
 constexpr float LOG2_E = 1.4426950408889634f;
 const float scale = scalars[0] * LOG2_E;
+const uint32_t code_one = as_type<uint32_t>(scalars[1]);  // 1.0f (fa_code_unit)
 #pragma unroll
 for (int r = 0; r < ROWS; ++r) {
   const int rr = tile * ROWS + r;
@@ -188,8 +190,8 @@ for (int first = lo + sg * KEYS_PER_STEP - STEP_STRIDE; first < hi; first += STE
 #endif
     const int j = metal::min(first + STEP_STRIDE + u * SLOTS + slot, last_readable);
 #if FA_QUANTIZED
-    fa_load_codes<E, BITS>(k_row + int64_t(j) * k_codes_strides[3], k_codes_strides[4], chunk_read, k_next[u]);
-    fa_load_codes<E, BITS>(v_row + int64_t(j) * v_codes_strides[3], v_codes_strides[4], chunk_read, v_next[u]);
+    fa_load_codes<E, BITS>(k_row + int64_t(j) * k_codes_strides[3], k_codes_strides[4], chunk_read, code_one, k_next[u]);
+    fa_load_codes<E, BITS>(v_row + int64_t(j) * v_codes_strides[3], v_codes_strides[4], chunk_read, code_one, v_next[u]);
     k_scale_next[u] = float(ks_row[int64_t(j) * k_scales_strides[3]]);
     k_bias_next[u] = float(kb_row[int64_t(j) * k_biases_strides[3]]);
     v_scale_next[u] = float(vs_row[int64_t(j) * v_scales_strides[3]]);

@@ -18,7 +18,8 @@
 //   of a group are one run of words; the output goes back in D's order.
 // Body of mx.fast.metal_kernel / mx.fast.cuda_kernel. Compile-time: T (f16 or bf16 queries), D
 // (<= 128, a multiple of GS), GS (group size), BITS, ST (scales dtype), NSG, MASK, MT;
-// FA_SINGLE_PASS as in decode_attention.metal. Run-time dims[]: L, G, block, has key ranges.
+// FA_SINGLE_PASS as in decode_attention.metal. Run-time dims[]: L, G, block, has key ranges;
+// scalars[]: the softmax scale, 1.0f.
 
 constexpr int THREADS = NSG * 32;
 constexpr int ROWS = 8;                         // query rows of a tile: the matrices' 8 columns
@@ -63,6 +64,7 @@ if (has_ranges) {
 const int lo = metal::max(block * block_keys, key_begin);
 const int hi = metal::min(block * block_keys + block_keys, key_end);
 const float scale = scalars[0] * LOG2_E;
+const uint32_t code_one = as_type<uint32_t>(scalars[1]);  // 1.0f (fa_code_unit)
 
 // Query row r of the tile: its first element (q_at), whether it exists, the last key it may see
 // (causal alignment included; -1 for padding rows) and its mask row.
@@ -185,9 +187,9 @@ for (int first = lo + sg * TILE_KEYS - TILE_STRIDE; first < hi; first += TILE_ST
         v_now[h][j][g] = v_next[h][j][g];
         v_unit_scale[h][j][g] = float(v_scale_next[h][j][g]) * CODE_SCALE;
         fa_load_codes<SCORE_RUN, BITS>(k_row + int64_t(row_key) * k_codes_strides[3], k_codes_strides[4],
-                                       g * 4 + fa_frag_col_a(lane, j) % 4, k_next[h][j][g]);
+                                       g * 4 + fa_frag_col_a(lane, j) % 4, code_one, k_next[h][j][g]);
         fa_load_codes<OUT_RUN, BITS>(v_row + int64_t(col_key) * v_codes_strides[3], v_codes_strides[4],
-                                     g * 8 + fa_frag_row(lane), v_next[h][j][g]);
+                                     g * 8 + fa_frag_row(lane), code_one, v_next[h][j][g]);
         v_scale_next[h][j][g] = vs_row[int64_t(b_key) * v_scales_strides[3] + g * v_scales_strides[4]];
       }
     }
