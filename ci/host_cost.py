@@ -47,7 +47,7 @@ def main(B=1, S=2048):
     rows = {
         "mx.zeros x2 (the stub's own cost)": lambda: (mx.zeros(q.shape, q.dtype), mx.zeros((1,), mx.float32)),
         "argument checks (repeat signature)": lambda: _problem.plain_problem(q, k, k, None, None, None),
-        "launch set-up": lambda: gpu.decode_launch(problem, False),
+        "launch set-up": lambda: gpu._launch_inputs(problem, False, problem.shape),
         "gpu path (set-up + stubbed kernels)": lambda: gpu.decode_attention(problem),
         "public call": lambda: fa.decode_attention(q, k, k, backend="cuda"),
     }

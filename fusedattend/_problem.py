@@ -229,14 +229,17 @@ def _signature(arrays, scale, mask, key_ranges, *options):
     """The key of _CHECKED for a call, or None when the call must be checked in full."""
     if key_ranges is not None or not (mask is None or isinstance(mask, str)):
         return None
-    if not all(isinstance(x, mx.array) for x in arrays):
-        return None
-    signature = tuple((x.shape, x.dtype) for x in arrays) + (type(scale), scale, mask) + options
+    for x in arrays:
+        if not isinstance(x, mx.array):
+            return None
+    return (*[(x.shape, x.dtype) for x in arrays], type(scale), scale, mask, *options)
+
+
+def _was_checked(signature) -> bool:
     try:
-        hash(signature)
+        return signature in _CHECKED
     except TypeError:  # an unhashable scale, bits, ...: the checks will name it
-        return None
-    return signature
+        return False
 
 
 def _remember(signature):
@@ -264,7 +267,7 @@ def _checked_problem(queries, k, v, scale, mask, bits=None, group_size=None) -> 
 
 def plain_problem(queries, keys, values, scale, mask, key_ranges) -> Problem:
     signature = _signature((queries, keys, values), scale, mask, key_ranges)
-    if signature in _CHECKED:
+    if _was_checked(signature):
         return _checked_problem(queries, keys, values, scale, mask)
     q, layered = _layered_queries(queries)
     for x, name in ((keys, "keys"), (values, "values")):
@@ -349,7 +352,7 @@ def quantized_problem(queries, keys, values, scale, mask, key_ranges, bits, grou
     if all(isinstance(x, (tuple, list)) and len(x) == 3 for x in (keys, values)):
         signature = _signature((queries, *keys, *values), scale, mask, key_ranges,
                                type(bits), bits, type(group_size), group_size)
-        if signature in _CHECKED:
+        if _was_checked(signature):
             return _checked_problem(queries, keys, values, scale, mask, bits, group_size)
     check_bits(bits, group_size)
     q, layered = _layered_queries(queries)

@@ -14,6 +14,7 @@ import math
 import os
 from importlib import resources
 from pathlib import Path
+from typing import NamedTuple, Optional
 
 import mlx.core as mx
 
@@ -182,16 +183,30 @@ def _uses_mma(quantized, dtype, D) -> bool:
     return quantized and QUANTIZED_MMA and dtype in (mx.float16, mx.bfloat16) and D <= QUANTIZED_MMA_MAX_D
 
 
-def _outputs(N, H_q, L, NB, D, dtype, single_pass, out_shape):
-    if single_pass:
-        return dict(output_shapes=[out_shape], output_dtypes=[dtype])
-    return dict(output_shapes=[(N, H_q, L, NB, D), (N, H_q, L, NB, 2)], output_dtypes=[mx.float32, mx.float32])
+class Launch(NamedTuple):
+    """A problem's launches, from what they depend on: everything but the arrays."""
+
+    name: str  # MLX caches a compiled kernel by name and template arguments only
+    body_file: str
+    single_pass: bool  # one block: the decode kernel writes the output, no merge
+    input_names: tuple
+    output_names: tuple
+    defines: tuple
+    launch_bounds: Optional[tuple]  # (threads, threadgroups an SM), CUDA only
+    dims: mx.array
+    kernel_args: dict  # template, grid, threadgroup, output_shapes, output_dtypes
+    merge_args: Optional[dict]  # the same for merge_partials.metal, when S is split
+
+
+PLAIN_INPUTS = ("q", "k", "v")
+QUANTIZED_INPUTS = ("q", "k_codes", "k_scales", "k_biases", "v_codes", "v_scales", "v_biases")
+COMMON_INPUTS = ("mask", "key_ranges", "dims", "scalars")
 
 
 @functools.lru_cache(maxsize=1024)
 def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype, has_ranges, group_size,
-              single_pass, out_shape):
-    """The launch of a problem, from what it depends on (cached: a decode step repeats it)."""
+              single_pass, out_shape) -> Launch:
+    """The launches of a problem (cached: a decode step repeats them)."""
     NL, B, H_q, H_kv, L, S, D = shape
     N = NL * B
     G = H_q // H_kv
@@ -200,120 +215,107 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
     simdgroups = SINGLE_PASS_SIMDGROUPS if single_pass else SIMDGROUPS
     threads = simdgroups * SIMD_WIDTH
     if _uses_mma(quantized, dtype, D):
-        return dict(
-            name="fa_quantized_decode_mma",
-            threadgroups_per_sm=QUANTIZED_MMA_THREADGROUPS_PER_SM,
-            body_file="quantized_decode_mma.metal",
-            template=[("T", dtype), ("D", D), ("GS", group_size), ("BITS", bits), ("ST", scales_dtype),
-                      ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype)],
-            grid=(NB * threads, H_kv * math.ceil(G * L / QUANTIZED_MMA_ROWS), N),
-            threadgroup=(threads, 1, 1),
-            dims=_int32s(L, G, block, int(has_ranges), group_size),
-            **_outputs(N, H_q, L, NB, D, dtype, single_pass, out_shape),
-        )
-    rows = min(_pow2_at_least(G * L), MAX_ROWS)
-    # E: at least D / 32 (a key's lanes fit in a simdgroup); fewer elements when many rows
-    # share the registers, fewer rows when D forces many elements.
-    min_elements = _pow2_at_least(math.ceil(D / SIMD_WIDTH))
-    elements = max(min_elements, min(ELEMENTS_PER_LANE, MAX_ROW_ELEMENTS // rows))
-    rows = max(1, min(rows, MAX_ROW_ELEMENTS // elements))
-    tiles = math.ceil(G * L / rows)
-    if quantized:
-        keys_in_flight = QUANTIZED_KEYS_IN_FLIGHT
-    else:  # U: keys each lane loads (K and V) before using any of them
-        key_bytes = SINGLE_PASS_KEY_BYTES_IN_FLIGHT if single_pass else KEY_BYTES_IN_FLIGHT
-        keys_in_flight = max(1, min(MAX_KEYS_IN_FLIGHT, key_bytes // (elements * dtype.size)))
-    template = [("T", dtype), ("D", D), ("E", elements), ("ROWS", rows), ("U", keys_in_flight),
-                ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype)]
-    if quantized:
-        template += [("BITS", bits), ("ST", scales_dtype)]
-    return dict(
-        name="fa_quantized_decode_attention" if quantized else "fa_decode_attention",
-        threadgroups_per_sm=0 if quantized or single_pass else SPLIT_THREADGROUPS_PER_SM,
-        body_file="decode_attention.metal",
-        template=template,
-        grid=(NB * threads, H_kv * tiles, N),
-        threadgroup=(threads, 1, 1),
+        name, body_file = "fa_quantized_decode_mma", "quantized_decode_mma.metal"
+        per_sm = QUANTIZED_MMA_THREADGROUPS_PER_SM
+        template = [("T", dtype), ("D", D), ("GS", group_size), ("BITS", bits), ("ST", scales_dtype),
+                    ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype)]
+        tiles = math.ceil(G * L / QUANTIZED_MMA_ROWS)
+    else:
+        name = "fa_quantized_decode_attention" if quantized else "fa_decode_attention"
+        body_file = "decode_attention.metal"
+        per_sm = 0 if quantized or single_pass else SPLIT_THREADGROUPS_PER_SM
+        rows = min(_pow2_at_least(G * L), MAX_ROWS)
+        # E: at least D / 32 (a key's lanes fit in a simdgroup); fewer elements when many rows
+        # share the registers, fewer rows when D forces many elements.
+        min_elements = _pow2_at_least(math.ceil(D / SIMD_WIDTH))
+        elements = max(min_elements, min(ELEMENTS_PER_LANE, MAX_ROW_ELEMENTS // rows))
+        rows = max(1, min(rows, MAX_ROW_ELEMENTS // elements))
+        tiles = math.ceil(G * L / rows)
+        if quantized:
+            keys_in_flight = QUANTIZED_KEYS_IN_FLIGHT
+        else:  # U: keys each lane loads (K and V) before using any of them
+            key_bytes = SINGLE_PASS_KEY_BYTES_IN_FLIGHT if single_pass else KEY_BYTES_IN_FLIGHT
+            keys_in_flight = max(1, min(MAX_KEYS_IN_FLIGHT, key_bytes // (elements * dtype.size)))
+        template = [("T", dtype), ("D", D), ("E", elements), ("ROWS", rows), ("U", keys_in_flight),
+                    ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype)]
+        if quantized:
+            template += [("BITS", bits), ("ST", scales_dtype)]
+    if single_pass:
+        name += "_single_pass"
+        outputs = dict(output_shapes=[out_shape], output_dtypes=[dtype])
+        merge_args = None
+    else:
+        outputs = dict(output_shapes=[(N, H_q, L, NB, D), (N, H_q, L, NB, 2)],
+                       output_dtypes=[mx.float32, mx.float32])
+        merge_args = dict(template=[("T", dtype), ("D", D)], grid=(N * H_q * L * D, 1, 1), threadgroup=(D, 1, 1),
+                          output_shapes=[out_shape], output_dtypes=[dtype])
+    if per_sm:
+        name += f"_{per_sm}_per_sm"
+    return Launch(
+        name=name,
+        body_file=body_file,
+        single_pass=single_pass,
+        input_names=(QUANTIZED_INPUTS if quantized else PLAIN_INPUTS) + COMMON_INPUTS,
+        output_names=("out",) if single_pass else ("out_partial", "stats_partial"),
+        defines=(("FA_QUANTIZED", int(quantized)), ("FA_SINGLE_PASS", int(single_pass))),
+        launch_bounds=(threads, per_sm) if per_sm else None,
         dims=_int32s(L, G, block, int(has_ranges), group_size or 0),
-        **_outputs(N, H_q, L, NB, D, dtype, single_pass, out_shape),
+        kernel_args=dict(template=template, grid=(NB * threads, H_kv * tiles, N), threadgroup=(threads, 1, 1),
+                         **outputs),
+        merge_args=merge_args,
     )
 
 
-def decode_launch(problem: Problem, quantized: bool) -> dict:
-    """Everything the split-KV kernel launch needs: name, inputs, template, grid, outputs.
+def _launch_inputs(problem: Problem, quantized: bool, shape):
+    """The problem's Launch and the decode kernel's inputs, in Launch.input_names' order.
 
     Queries, keys and values go to the kernel as they are (5-D views, any strides): no copy."""
-    shape = problem.shape
     NL, B, H_q, H_kv, L, S, D = shape
     kind = problem.mask.kind
     if kind in ("bool", "additive"):
         mask = mx.broadcast_to(problem.mask.array, (NL, B, H_q, L, S))  # stride-0 view, no copy
     else:
         mask = _placeholder(mx.bool_)
-    q = problem.q
-    scales_dtype = problem.k.scales.dtype if quantized else None
-    single_pass = S <= SINGLE_PASS_MAX_S
-    call = dict(_schedule(shape, q.dtype, quantized, kind, mask.dtype, problem.bits, scales_dtype,
-                          problem.key_ranges is not None, problem.group_size, single_pass, problem.out_shape))
-    ranges = problem.key_ranges if problem.key_ranges is not None else _placeholder(mx.int32)
-    name, body_file = call.pop("name"), call.pop("body_file")
-    threadgroups_per_sm = call.pop("threadgroups_per_sm")
-    if single_pass:
-        name += "_single_pass"
-    if threadgroups_per_sm:
-        name += f"_{threadgroups_per_sm}_per_sm"
+    q, k, v, ranges = problem.q, problem.k, problem.v, problem.key_ranges
+    scales_dtype = k.scales.dtype if quantized else None
+    launch = _schedule(shape, q.dtype, quantized, kind, mask.dtype, problem.bits, scales_dtype,
+                       ranges is not None, problem.group_size, S <= SINGLE_PASS_MAX_S, problem.out_shape)
     # 1.0 is read at run time by the kernels' code reading (fa_code_unit in decode_attention.h).
-    common = [mask, ranges, call.pop("dims"), _float32s(problem.scale, 1.0)]
-    common_names = ("mask", "key_ranges", "dims", "scalars")
-    if quantized:
-        k, v = problem.k, problem.v
-        inputs = [q, k.codes, k.scales, k.biases, v.codes, v.scales, v.biases] + common
-        names = ("q", "k_codes", "k_scales", "k_biases", "v_codes", "v_scales", "v_biases") + common_names
-        for i in (3, 5, 6):  # biases and v's scales in k's scales dtype: ST names the one variant
-            if inputs[i].dtype != scales_dtype:
-                inputs[i] = inputs[i].astype(scales_dtype)
-    else:
-        inputs = [q, problem.k, problem.v] + common
-        names = ("q", "k", "v") + common_names
-    return dict(
-        body_file=body_file,
-        # MLX caches a compiled kernel by name and template arguments only: each variant of the
-        # defines and launch bounds needs a name of its own.
-        name=name,
-        single_pass=single_pass,  # one block: the decode kernel writes the output, no merge
-        input_names=names,
-        output_names=("out",) if single_pass else ("out_partial", "stats_partial"),
-        defines=(("FA_QUANTIZED", int(quantized)), ("FA_SINGLE_PASS", int(single_pass))),
-        launch_bounds=(call["threadgroup"][0], threadgroups_per_sm) if threadgroups_per_sm else None,
-        call=dict(inputs=inputs, **call),
-    )
+    common = [mask, _placeholder(mx.int32) if ranges is None else ranges, launch.dims,
+              _float32s(problem.scale, 1.0)]
+    if not quantized:
+        return launch, [q, k, v] + common
+    inputs = [q, k.codes, k.scales, k.biases, v.codes, v.scales, v.biases] + common
+    for i in (3, 5, 6):  # biases and v's scales in k's scales dtype: ST names the one variant
+        if inputs[i].dtype != scales_dtype:
+            inputs[i] = inputs[i].astype(scales_dtype)
+    return launch, inputs
+
+
+def decode_launch(problem: Problem, quantized: bool) -> dict:
+    """The decode kernel's launch in full (for tools and tests): its Launch fields, and the
+    arguments of the kernel call (inputs, template, grid, threadgroup, outputs) as `call`."""
+    launch, inputs = _launch_inputs(problem, quantized, problem.shape)
+    described = launch._asdict()
+    described["call"] = dict(inputs=inputs, **described.pop("kernel_args"))
+    return described
 
 
 def _attend(problem: Problem, quantized: bool) -> mx.array:
     """The output in the caller's form: (B, H_q, L, D), or (NL, B, H_q, L, D) for a layered call."""
-    NL, B, H_q, H_kv, L, S, D = problem.shape
-    N = NL * B
-    if N > MAX_GRID_Z:
+    shape = problem.shape
+    if shape[0] * shape[1] > MAX_GRID_Z:
         from . import reference
 
         return (reference.quantized_decode_attention if quantized else reference.decode_attention)(problem)
-    launch = decode_launch(problem, quantized)
-    decode = _kernel(launch["name"], launch["input_names"], launch["output_names"],
-                     launch["body_file"], launch["defines"], launch["launch_bounds"])
-    if launch["single_pass"]:
-        return decode(**launch["call"])[0]
-    out_partial, stats_partial = decode(**launch["call"])
-    dtype = problem.q.dtype
+    launch, inputs = _launch_inputs(problem, quantized, shape)
+    decode = _kernel(launch.name, launch.input_names, launch.output_names, launch.body_file, launch.defines,
+                     launch.launch_bounds)
+    outputs = decode(inputs=inputs, **launch.kernel_args)
+    if launch.single_pass:
+        return outputs[0]
     merge = _kernel("fa_merge_partials", ("out_partial", "stats_partial"), ("out",), "merge_partials.metal")
-    (out,) = merge(
-        inputs=[out_partial, stats_partial],
-        template=[("T", dtype), ("D", D)],
-        grid=(N * H_q * L * D, 1, 1),
-        threadgroup=(D, 1, 1),
-        output_shapes=[problem.out_shape],
-        output_dtypes=[dtype],
-    )
-    return out
+    return merge(inputs=outputs, **launch.merge_args)[0]
 
 
 def decode_attention(problem: Problem) -> mx.array:
