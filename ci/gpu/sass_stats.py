@@ -49,11 +49,8 @@ def main():
     else:
         problem = plain_problem(q, k, k, None, args.mask, None)
     launch = gpu.decode_launch(problem, quantized=args.quantized)
-    source, header = gpu.kernel_sources(launch["body_file"], launch["defines"], launch["launch_bounds"])
     call = launch["call"]
-    text = nvcc_wrap.wrap("fa_decode", source, header,
-                          [(n, x.dtype) for n, x in zip(launch["input_names"], call["inputs"])],
-                          list(zip(launch["output_names"], call["output_dtypes"])), call["template"])
+    text = nvcc_wrap.wrap_launch(launch)
     with tempfile.TemporaryDirectory() as tmp:
         cu, cubin = Path(tmp) / "k.cu", Path(tmp) / "k.cubin"
         cu.write_text(text)

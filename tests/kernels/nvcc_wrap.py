@@ -16,6 +16,8 @@ from pathlib import Path
 
 import mlx.core as mx
 
+from fusedattend import gpu
+
 CUDA_TYPES = {
     mx.float32: "float", mx.float16: "__half", mx.bfloat16: "__nv_bfloat16",
     mx.uint32: "uint32_t", mx.int32: "int32_t", mx.bool_: "bool",
@@ -48,6 +50,16 @@ def wrap(name, source, header, inputs, outputs, template):
     lines += template_lines(template, CUDA_TYPES)
     lines += [source, "}", "}"]
     return "\n".join(lines)
+
+
+def wrap_launch(launch):
+    """The CUDA text MLX would compile for a gpu.decode_launch() dict, on this platform's form of
+    the sources (the caller makes gpu.on_metal() false for the CUDA one)."""
+    source, header = gpu.kernel_sources(launch["body_file"], launch["defines"], launch["launch_bounds"])
+    call = launch["call"]
+    inputs = [(name, x.dtype) for name, x in zip(launch["input_names"], call["inputs"])]
+    outputs = list(zip(launch["output_names"], call["output_dtypes"]))
+    return wrap("fa_decode", source, header, inputs, outputs, call["template"])
 
 
 def template_lines(template, types):

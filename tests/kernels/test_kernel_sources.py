@@ -82,12 +82,7 @@ def test_cuda_form_of_decode_kernel_compiles(monkeypatch, case, single_pass):
     monkeypatch.setattr(gpu, "on_metal", lambda: False)
     monkeypatch.setattr(gpu, "SINGLE_PASS_MAX_S", 4096 if single_pass else 0)
     launch = gpu.decode_launch(_problem(*case), quantized=case[0])
-    source, header = gpu.kernel_sources(launch["body_file"], launch["defines"], launch["launch_bounds"])
-    call = launch["call"]
-    inputs = [(name, x.dtype) for name, x in zip(launch["input_names"], call["inputs"])]
-    outputs = list(zip(launch["output_names"], call["output_dtypes"]))
-    text = nvcc_wrap.wrap("fa_decode", source, header, inputs, outputs, call["template"])
-    ok, log = nvcc_wrap.compile_cuda(text)
+    ok, log = nvcc_wrap.compile_cuda(nvcc_wrap.wrap_launch(launch))
     assert ok, log
 
 
@@ -107,12 +102,7 @@ def test_launch_bounds_cap_registers(monkeypatch, quantized, per_sm):
         gpu._schedule.cache_clear()
     threads = launch["call"]["threadgroup"][0]
     assert launch["launch_bounds"] == (threads, per_sm) and launch["name"].endswith(f"_{per_sm}_per_sm")
-    source, header = gpu.kernel_sources(launch["body_file"], launch["defines"], launch["launch_bounds"])
-    call = launch["call"]
-    inputs = [(name, x.dtype) for name, x in zip(launch["input_names"], call["inputs"])]
-    outputs = list(zip(launch["output_names"], call["output_dtypes"]))
-    text = nvcc_wrap.wrap("fa_decode", source, header, inputs, outputs, call["template"])
-    ok, log = nvcc_wrap.compile_cuda(text, options=("-Xptxas", "-v"))
+    ok, log = nvcc_wrap.compile_cuda(nvcc_wrap.wrap_launch(launch), options=("-Xptxas", "-v"))
     assert ok, log
     registers = int(re.search(r"Used (\d+) registers", log).group(1))
     assert registers <= 65536 // (threads * per_sm)
