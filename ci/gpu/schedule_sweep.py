@@ -68,15 +68,15 @@ class Caches:
 CHAIN = os.environ.get("SWEEP_CHAIN") == "1"
 
 
-def bench(call, q, next_kv):
-    """µs per call of call(q, k, v) over the K/V copies next_kv() hands out: the best of 5
-    samples of 20 queued calls."""
-    links = Chain(CHAIN)
-
-    def fn():
-        return links.keep("call", call(links.query("call", q), *next_kv()))
-
+def queued_us(fn):
+    """µs per call of fn(): the best of 5 samples of 20 queued calls."""
     return min(time_call(fn, repeats=5, inner=20)) * 1e6
+
+
+def bench(call, q, next_kv):
+    """queued_us of call(q, k, v) over the K/V copies next_kv() hands out."""
+    links = Chain(CHAIN)
+    return queued_us(lambda: links.keep("call", call(links.query("call", q), *next_kv())))
 
 
 def main():
