@@ -112,6 +112,8 @@ def _code_phases(codes, scales, biases, bits: int, group_size: int, tag: str):
     phase p of byte i is element (8/bits)*i + p; a group of group_size elements spans
     group_size*bits/8 consecutive bytes, i.e. group_size/P columns of every phase.
     """
+    if codes.strides[-1] != codes.itemsize:  # words strided (a transposed buffer): bytes need them packed
+        codes = np.ascontiguousarray(codes)
     raw = codes.view(np.uint8)
     phases = 8 // bits
     lead = raw.shape[:-1]

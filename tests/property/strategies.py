@@ -291,9 +291,41 @@ def quant_params(draw, head_dims=HEAD_DIMS):
     return bits, gs, D
 
 
+QUANTIZED_LAYOUTS = ("contiguous", "cache", "strided")
+
+
+def quantized_layout(arrays, layout: str, rng):
+    """(codes, scales, biases) as a caller may pass them. "contiguous": as mx.quantize returns
+    them. "cache": slices [..., :S, :] of buffers with room for more keys, as mlx_lm's
+    QuantizedKVCache keeps them, NaN scales and biases and random codes past S. "strided": the
+    codes' words S apart (a transposed buffer) and the biases' rows one group longer than the
+    scales': the GPU's 32-bit offsets (fa_narrow_rows) do not cover these, so they take its
+    64-bit path."""
+    if layout == "contiguous":
+        return tuple(arrays)
+    codes, scales, biases = arrays
+    if layout == "strided":
+        codes = mx.swapaxes(mx.contiguous(mx.swapaxes(codes, -1, -2)), -1, -2)
+        pad = mx.full(biases.shape[:-1] + (1,), float("nan"), dtype=biases.dtype)
+        return codes, scales, mx.concatenate([biases, pad], axis=-1)[..., :-1]
+    S = codes.shape[-2]
+    cap = ((S + 255) // 256) * 256 + 256
+
+    def with_room(x):
+        shape = x.shape[:-2] + (cap - S, x.shape[-1])
+        if x.dtype == mx.uint32:
+            junk = mx.array(rng.integers(0, 2**32, shape, dtype=np.uint32))
+        else:
+            junk = mx.full(shape, float("nan"), dtype=x.dtype)
+        return mx.concatenate([x, junk], axis=-2)[..., :S, :]
+
+    return tuple(with_room(x) for x in arrays)
+
+
 @st.composite
 def quantized_cases(draw, *, layered=None, dtypes=DTYPES, mask_kinds=MASK_KINDS, allow_key_ranges=True, S=None, L=None):
-    """A quantized_decode_attention call; K/V quantized with mx.quantize from float K/V."""
+    """A quantized_decode_attention call; K/V quantized with mx.quantize from float K/V, in one
+    of QUANTIZED_LAYOUTS."""
     bits, gs, D = draw(quant_params())
     case = draw(
         attention_cases(
@@ -301,9 +333,12 @@ def quantized_cases(draw, *, layered=None, dtypes=DTYPES, mask_kinds=MASK_KINDS,
             head_dims=(D,), allow_noncontig=False, S=S, L=L,
         )
     )
-    kq = tuple(mx.quantize(case.k, group_size=gs, bits=bits))
-    vq = tuple(mx.quantize(case.v, group_size=gs, bits=bits))
-    return replace(case, k=kq, v=vq, bits=bits, group_size=gs, k_float=case.k, v_float=case.v)
+    layout = draw(st.sampled_from(QUANTIZED_LAYOUTS))
+    rng = np.random.default_rng(case.seed)
+    kq = quantized_layout(mx.quantize(case.k, group_size=gs, bits=bits), layout, rng)
+    vq = quantized_layout(mx.quantize(case.v, group_size=gs, bits=bits), layout, rng)
+    return replace(case, k=kq, v=vq, bits=bits, group_size=gs, k_float=case.k, v_float=case.v,
+                   info={**case.info, "layout": layout})
 
 
 @st.composite
@@ -330,7 +365,8 @@ def quantizable_arrays(draw):
 
 
 def edge_case(*, NL=1, B=2, H_q=8, H_kv=2, L=1, S=129, D=128, dtype=mx.bfloat16, layered=False,
-              mask="none", key_ranges=None, noncontig=True, bits=None, group_size=None, seed=0):
+              mask="none", key_ranges=None, noncontig=True, bits=None, group_size=None, layout="contiguous",
+              seed=0):
     """A deterministic Case; mask "bool_hidden_row" hides query row 0 of every head from all keys."""
     rng = np.random.default_rng(seed)
     lead = (NL, B) if layered else (B,)
@@ -352,9 +388,10 @@ def edge_case(*, NL=1, B=2, H_q=8, H_kv=2, L=1, S=129, D=128, dtype=mx.bfloat16,
     case = Case(q, k, v, m, kr, None, dtype, layered, kind, seed=seed, info={"pinned": True})
     if bits is None:
         return case
-    kq = tuple(mx.quantize(k, group_size=group_size, bits=bits))
-    vq = tuple(mx.quantize(v, group_size=group_size, bits=bits))
-    return replace(case, k=kq, v=vq, bits=bits, group_size=group_size, k_float=k, v_float=v)
+    kq = quantized_layout(mx.quantize(k, group_size=group_size, bits=bits), layout, rng)
+    vq = quantized_layout(mx.quantize(v, group_size=group_size, bits=bits), layout, rng)
+    return replace(case, k=kq, v=vq, bits=bits, group_size=group_size, k_float=k, v_float=v,
+                   info={**case.info, "layout": layout})
 
 
 def pinned_cases():
@@ -391,6 +428,8 @@ def pinned_quantized_cases():
     return [
         edge_case(S=129, D=64, mask="causal", bits=2, group_size=32),
         edge_case(S=1025, H_q=4, H_kv=4, bits=8, group_size=128, key_ranges=[[3, 1000], [0, 1]]),
+        edge_case(S=130, D=64, bits=4, group_size=32, layout="cache", mask="bool_hidden_row"),
+        edge_case(S=130, bits=4, group_size=64, layout="strided", key_ranges=[[5, 120], [0, 130]]),
     ]
 
 
