@@ -77,6 +77,10 @@ SINGLE_PASS_MAX_S = _env_keys("FUSEDATTEND_SINGLE_PASS_MAX_S", 512)
 QUANTIZED_MMA = os.environ.get("FUSEDATTEND_QUANTIZED_MMA", "1").strip() != "0"
 QUANTIZED_MMA_MAX_D = 128
 QUANTIZED_MMA_ROWS = 8  # query rows of a threadgroup: the matrices' rows
+# The matrix kernel computes its loads' offsets in 32 bits when the arrays allow it (checked in
+# the kernel: rows contiguous, every offset within a kv head's rows below 2^31). False keeps
+# 64-bit offsets always (for comparisons, and for tests of that path on contiguous arrays).
+QUANTIZED_OFFSETS32 = True
 
 # CUDA only: threadgroups an SM that ptxas must make room for (__launch_bounds__, through
 # cuda_compat.h), so that it caps a thread's registers at 64K / (threads x this); 0 leaves the
@@ -218,7 +222,8 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
         name, body_file = "fa_quantized_decode_mma", "quantized_decode_mma.metal"
         per_sm = QUANTIZED_MMA_THREADGROUPS_PER_SM
         template = [("T", dtype), ("D", D), ("GS", group_size), ("BITS", bits), ("ST", scales_dtype),
-                    ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype)]
+                    ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype),
+                    ("OFFSETS32", QUANTIZED_OFFSETS32)]
         tiles = math.ceil(G * L / QUANTIZED_MMA_ROWS)
     else:
         name = "fa_quantized_decode_attention" if quantized else "fa_decode_attention"

@@ -101,6 +101,17 @@ METAL_FUNC void fa_load_codes(CodePtr codes, int64_t step, int chunk, uint32_t o
   out.one = one;
 }
 
+// The affine map of codes read by fa_code_unit: scale * c + bias
+// = fa_unit_scale(scale) * (1 + c / 2^BITS) + fa_unit_bias(scale, bias).
+template <int BITS>
+METAL_FUNC float fa_unit_scale(float scale) {
+  return scale * float(1 << BITS);
+}
+template <int BITS>
+METAL_FUNC float fa_unit_bias(float scale, float bias) {
+  return bias - fa_unit_scale<BITS>(scale);
+}
+
 // 8 x 8 float matrices for simdgroup matrix products: Apple's simdgroup_matrix, NVIDIA's mma.sync
 // (cuda_compat.h). A lane holds two elements (fa_frag) of each operand. Where they sit depends on
 // the platform and, on NVIDIA, on the operand's role, so a kernel places elements only through
@@ -176,6 +187,87 @@ template <int GS>
 METAL_FUNC int fa_qmma_out_dim(int i, int n) {
   constexpr int TILES_PER_GROUP = GS / 8;
   return i / TILES_PER_GROUP * GS + n * TILES_PER_GROUP + i % TILES_PER_GROUP;
+}
+
+// Offsets into an array of quantized K/V (one kv head's rows: keys along axis 3, a key's words or
+// groups along axis 4). `narrow`: every offset within the head's rows fits in 32 bits and a key's
+// elements are contiguous (fa_narrow_rows), so a key's offset is one 32-bit product and its
+// elements are constant offsets from it; otherwise 64-bit products of the array's strides.
+// Callers pass a `narrow` the compiler can fold (quantized_decode_mma.metal's unrolled passes).
+template <typename Strides>
+METAL_FUNC int64_t fa_key_offset(bool narrow, Strides strides, int key) {
+  return narrow ? int64_t(key * int(strides[3])) : int64_t(key) * strides[3];
+}
+template <typename Strides>
+METAL_FUNC int64_t fa_element_step(bool narrow, Strides strides) {
+  return narrow ? 1 : strides[4];
+}
+template <typename Strides>
+METAL_FUNC bool fa_narrow_rows(Strides strides, int S, int elements) {
+  const int64_t key_stride = strides[3] < 0 ? -strides[3] : strides[3];
+  return strides[4] == 1 && key_stride <= (int64_t(0x7fffffff) - elements) / metal::max(S - 1, 1);
+}
+template <typename Strides>
+METAL_FUNC bool fa_same_strides(Strides a, Strides b) {
+  return a[3] == b[3] && a[4] == b[4];
+}
+
+// What a lane of quantized_decode_mma.metal loads of one 16-key tile, for each half h of it: the
+// K codes of its A elements (key h * 8 + its row) with that key's K and V scales and biases; the
+// V codes of its A elements (keys h * 8 + its columns); the V scales of its B elements' keys.
+template <int GROUPS, int SCORE_RUN, int OUT_RUN, int BITS, typename ST>
+struct fa_qmma_tile {
+  fa_code_chunk<SCORE_RUN, BITS> k_codes[2][2][GROUPS];  // [half][A element][group]
+  fa_code_chunk<OUT_RUN, BITS> v_codes[2][2][GROUPS];
+  ST k_scale[2][GROUPS];  // [half][group], of the key of the lane's row
+  ST k_bias[2][GROUPS];
+  ST v_bias[2][GROUPS];
+  ST v_row_scale[2][GROUPS];
+  ST v_scale[2][2][GROUPS];  // [half][B element][group]
+};
+
+// Fills `t` with the tile of keys first .. first + 15; `*_row` point at the kv head's rows, and
+// keys past `last` are read as `last`. `narrow` (fa_narrow_rows of the codes and of K's scales,
+// the four scale and bias arrays with the same strides): one key offset serves those four.
+template <int GROUPS, int SCORE_RUN, int OUT_RUN, int BITS, typename ST, typename CodePtr, typename ScalePtr,
+          typename Strides>
+METAL_FUNC void fa_qmma_load_tile(
+    thread fa_qmma_tile<GROUPS, SCORE_RUN, OUT_RUN, BITS, ST>& t, bool narrow, int first, int last, int lane,
+    uint32_t one, CodePtr k_row, Strides k_codes_strides, CodePtr v_row, Strides v_codes_strides,
+    ScalePtr ks_row, Strides k_scales_strides, ScalePtr kb_row, Strides k_biases_strides,
+    ScalePtr vs_row, Strides v_scales_strides, ScalePtr vb_row, Strides v_biases_strides) {
+  constexpr int HALF_KEYS = 8;
+  #pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row_key = metal::min(first + h * HALF_KEYS + fa_frag_row(lane), last);
+    const int64_t ks_at = fa_key_offset(narrow, k_scales_strides, row_key);
+    const int64_t kb_at = narrow ? ks_at : fa_key_offset(narrow, k_biases_strides, row_key);
+    const int64_t vs_at = narrow ? ks_at : fa_key_offset(narrow, v_scales_strides, row_key);
+    const int64_t vb_at = narrow ? ks_at : fa_key_offset(narrow, v_biases_strides, row_key);
+    #pragma unroll
+    for (int g = 0; g < GROUPS; ++g) {
+      t.k_scale[h][g] = ks_row[ks_at + g * fa_element_step(narrow, k_scales_strides)];
+      t.k_bias[h][g] = kb_row[kb_at + g * fa_element_step(narrow, k_biases_strides)];
+      t.v_bias[h][g] = vb_row[vb_at + g * fa_element_step(narrow, v_biases_strides)];
+      t.v_row_scale[h][g] = vs_row[vs_at + g * fa_element_step(narrow, v_scales_strides)];
+    }
+    const auto k_codes = k_row + fa_key_offset(narrow, k_codes_strides, row_key);
+    #pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int col_key = metal::min(first + h * HALF_KEYS + fa_frag_col_a(lane, j), last);
+      const int b_key = metal::min(first + h * HALF_KEYS + fa_frag_row_b(lane, j), last);
+      const auto v_codes = v_row + fa_key_offset(narrow, v_codes_strides, col_key);
+      const int64_t b_at = fa_key_offset(narrow, v_scales_strides, b_key);
+      #pragma unroll
+      for (int g = 0; g < GROUPS; ++g) {
+        fa_load_codes<SCORE_RUN, BITS>(k_codes, fa_element_step(narrow, k_codes_strides),
+                                       g * 4 + fa_frag_col_a(lane, j) % 4, one, t.k_codes[h][j][g]);
+        fa_load_codes<OUT_RUN, BITS>(v_codes, fa_element_step(narrow, v_codes_strides),
+                                     g * 8 + fa_frag_row(lane), one, t.v_codes[h][j][g]);
+        t.v_scale[h][j][g] = vs_row[b_at + g * fa_element_step(narrow, v_scales_strides)];
+      }
+    }
+  }
 }
 
 // Merge `count` partial online-softmax states (scores in base 2): state i has running max

@@ -211,8 +211,8 @@ for (int first = lo + sg * KEYS_PER_STEP - STEP_STRIDE; first < hi; first += STE
   for (int u = 0; u < U; ++u) {
 #if FA_QUANTIZED
     // Codes read as 1 + c / 2^BITS (fa_code_unit): the scale and bias that undo it.
-    const float unit_scale = k_scale[u] * float(1 << BITS);
-    const float unit_bias = k_bias[u] - unit_scale;
+    const float unit_scale = fa_unit_scale<BITS>(k_scale[u]);
+    const float unit_bias = fa_unit_bias<BITS>(k_scale[u], k_bias[u]);
 #endif
     #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
@@ -329,8 +329,8 @@ for (int first = lo + sg * KEYS_PER_STEP - STEP_STRIDE; first < hi; first += STE
       v_row[e] = v_val[u][e];
     }
 #if FA_QUANTIZED
-    const float unit_scale = v_scale[u] * float(1 << BITS);
-    const float unit_bias = v_bias[u] - unit_scale;
+    const float unit_scale = fa_unit_scale<BITS>(v_scale[u]);
+    const float unit_bias = fa_unit_bias<BITS>(v_scale[u], v_bias[u]);
 #endif
     #pragma unroll
     for (int r = 0; r < ROWS; ++r) {

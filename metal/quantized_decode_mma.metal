@@ -17,8 +17,8 @@
 //   Dims are permuted within a group (fa_qmma_score_dim / fa_qmma_out_dim), so that a lane's codes
 //   of a group are one run of words; the output goes back in D's order.
 // Body of mx.fast.metal_kernel / mx.fast.cuda_kernel. Compile-time: T (f16 or bf16 queries), D
-// (<= 128, a multiple of GS), GS (group size), BITS, ST (scales dtype), NSG, MASK, MT;
-// FA_SINGLE_PASS as in decode_attention.metal. Run-time dims[]: L, G, block, has key ranges;
+// (<= 128, a multiple of GS), GS (group size), BITS, ST (scales dtype), NSG, MASK, MT, OFFSETS32
+// (32-bit offsets where the strides allow); FA_SINGLE_PASS as in decode_attention.metal. Run-time dims[]: L, G, block, has key ranges;
 // scalars[]: the softmax scale, 1.0f.
 
 constexpr int THREADS = NSG * 32;
@@ -30,7 +30,6 @@ constexpr int GROUPS = D / GS;
 constexpr int TILES_PER_GROUP = GS / 8;
 constexpr int SCORE_RUN = GS / 4;               // dims of a group in a lane's K elements
 constexpr int OUT_RUN = GS / 8;                 // dims of a group in a lane's V elements
-constexpr float CODE_SCALE = float(1 << BITS);  // codes are read as 1 + c / 2^BITS
 constexpr float LOG2_E = 1.4426950408889634f;
 
 const int L = dims[0];
@@ -142,60 +141,51 @@ const auto kb_row = k_biases + layer * k_biases_strides[0] + request * k_biases_
 const auto vs_row = v_scales + layer * v_scales_strides[0] + request * v_scales_strides[1] + kv_head * v_scales_strides[2];
 const auto vb_row = v_biases + layer * v_biases_strides[0] + request * v_biases_strides[1] + kv_head * v_biases_strides[2];
 
-// A tile's loads, made one tile ahead. Keys past the block are read as its last key (or key 0
-// when the block is empty) and are scored -inf. A lane reads, for each half h of the tile: the K
-// codes of its A elements (key h * 8 + its row), with that key's K and V scales and biases;
-// the V codes of its A elements (keys h * 8 + its columns); the V scales of its B elements' keys.
+// A tile's loads (fa_qmma_tile), made one tile ahead. Keys past the block are read as its last
+// key (or key 0 when the block is empty) and are scored -inf. Where the arrays allow 32-bit
+// offsets (OFFSETS32 and fa_narrow_rows: rows contiguous, every offset of a head's rows within 32
+// bits, as in mx.quantize's output and the caches sliced from it) a key's address takes two
+// instructions instead of about six. The loop is written once and unrolled into a pass for each
+// value of `narrow`, so that each pass folds it; a branch around the loads inside one loop would
+// let the compiler merge both forms' loads into one, with an address register for each.
 const int last_readable = metal::max(hi, 1) - 1;
 constexpr int TILE_STRIDE = NSG * TILE_KEYS;
-fa_code_chunk<SCORE_RUN, BITS> k_next[2][2][GROUPS];
-fa_code_chunk<OUT_RUN, BITS> v_next[2][2][GROUPS];
-ST k_scale_next[2][GROUPS];
-ST k_bias_next[2][GROUPS];
-ST v_bias_next[2][GROUPS];
-ST v_row_scale_next[2][GROUPS];
-ST v_scale_next[2][2][GROUPS];
+const bool narrow = OFFSETS32 && fa_narrow_rows(k_codes_strides, S, k_codes_shape[4]) &&
+    fa_narrow_rows(v_codes_strides, S, v_codes_shape[4]) && fa_narrow_rows(k_scales_strides, S, GROUPS) &&
+    fa_same_strides(k_scales_strides, k_biases_strides) && fa_same_strides(k_scales_strides, v_scales_strides) &&
+    fa_same_strides(k_scales_strides, v_biases_strides);
+#pragma unroll
+for (int pass = 0; pass < 2; ++pass) {
+const bool narrow_pass = pass == 0;
+if (narrow_pass != narrow) {
+  continue;
+}
+fa_qmma_tile<GROUPS, SCORE_RUN, OUT_RUN, BITS, ST> next_tile;
 for (int first = lo + sg * TILE_KEYS - TILE_STRIDE; first < hi; first += TILE_STRIDE) {
-  fa_code_chunk<SCORE_RUN, BITS> k_now[2][2][GROUPS];
-  fa_code_chunk<OUT_RUN, BITS> v_now[2][2][GROUPS];
+  const fa_qmma_tile<GROUPS, SCORE_RUN, OUT_RUN, BITS, ST> now = next_tile;
+  fa_qmma_load_tile(next_tile, narrow_pass, first + TILE_STRIDE, last_readable, lane, code_one,
+                    k_row, k_codes_strides, v_row, v_codes_strides, ks_row, k_scales_strides,
+                    kb_row, k_biases_strides, vs_row, v_scales_strides, vb_row, v_biases_strides);
+  if (first < lo) {
+    continue;  // the first iteration only issues the first tile's loads
+  }
+  // Codes read as 1 + c / 2^BITS (fa_code_unit): the scales and biases that undo it.
   float k_unit_scale[2][GROUPS];
   float k_unit_bias[2][GROUPS];
   float v_unit_bias[2][GROUPS];
   float v_unit_scale[2][2][GROUPS];
-  const int next = first + TILE_STRIDE;
   #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int row_key = metal::min(next + h * HALF_KEYS + fa_frag_row(lane), last_readable);
     #pragma unroll
     for (int g = 0; g < GROUPS; ++g) {
-      // Codes read as 1 + c / 2^BITS: the scale and bias that undo it (as decode_attention.metal).
-      k_unit_scale[h][g] = float(k_scale_next[h][g]) * CODE_SCALE;
-      k_unit_bias[h][g] = float(k_bias_next[h][g]) - k_unit_scale[h][g];
-      v_unit_bias[h][g] = float(v_bias_next[h][g]) - float(v_row_scale_next[h][g]) * CODE_SCALE;
-      k_scale_next[h][g] = ks_row[int64_t(row_key) * k_scales_strides[3] + g * k_scales_strides[4]];
-      k_bias_next[h][g] = kb_row[int64_t(row_key) * k_biases_strides[3] + g * k_biases_strides[4]];
-      v_bias_next[h][g] = vb_row[int64_t(row_key) * v_biases_strides[3] + g * v_biases_strides[4]];
-      v_row_scale_next[h][g] = vs_row[int64_t(row_key) * v_scales_strides[3] + g * v_scales_strides[4]];
-    }
-    #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int col_key = metal::min(next + h * HALF_KEYS + fa_frag_col_a(lane, j), last_readable);
-      const int b_key = metal::min(next + h * HALF_KEYS + fa_frag_row_b(lane, j), last_readable);
+      k_unit_scale[h][g] = fa_unit_scale<BITS>(now.k_scale[h][g]);
+      k_unit_bias[h][g] = fa_unit_bias<BITS>(now.k_scale[h][g], now.k_bias[h][g]);
+      v_unit_bias[h][g] = fa_unit_bias<BITS>(now.v_row_scale[h][g], now.v_bias[h][g]);
       #pragma unroll
-      for (int g = 0; g < GROUPS; ++g) {
-        k_now[h][j][g] = k_next[h][j][g];
-        v_now[h][j][g] = v_next[h][j][g];
-        v_unit_scale[h][j][g] = float(v_scale_next[h][j][g]) * CODE_SCALE;
-        fa_load_codes<SCORE_RUN, BITS>(k_row + int64_t(row_key) * k_codes_strides[3], k_codes_strides[4],
-                                       g * 4 + fa_frag_col_a(lane, j) % 4, code_one, k_next[h][j][g]);
-        fa_load_codes<OUT_RUN, BITS>(v_row + int64_t(col_key) * v_codes_strides[3], v_codes_strides[4],
-                                     g * 8 + fa_frag_row(lane), code_one, v_next[h][j][g]);
-        v_scale_next[h][j][g] = vs_row[int64_t(b_key) * v_scales_strides[3] + g * v_scales_strides[4]];
+      for (int j = 0; j < 2; ++j) {
+        v_unit_scale[h][j][g] = fa_unit_scale<BITS>(now.v_scale[h][j][g]);
       }
     }
-  }
-  if (first < lo) {
-    continue;  // the first iteration only issues the first tile's loads
   }
   // Scores S^T of the tile's two halves, one accumulator pair per K group.
   fa_frag group_score[GROUPS][2];
@@ -215,7 +205,7 @@ for (int first = lo + sg * TILE_KEYS - TILE_STRIDE; first < hi; first += TILE_ST
     for (int h = 0; h < 2; ++h) {
       #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        k_frag[h].e[j] = k_now[h][j][g][i % TILES_PER_GROUP * 2 + fa_frag_col_a(lane, j) / 4];
+        k_frag[h].e[j] = now.k_codes[h][j][g][i % TILES_PER_GROUP * 2 + fa_frag_col_a(lane, j) / 4];
       }
     }
     fa_mma2(group_score[g][0], group_score[g][1], k_frag[0], k_frag[1], q_frag[i], group_score[g][0], group_score[g][1]);
@@ -311,13 +301,14 @@ for (int first = lo + sg * TILE_KEYS - TILE_STRIDE; first < hi; first += TILE_ST
       for (int t = 0; t < 2; ++t) {
         #pragma unroll
         for (int j = 0; j < 2; ++j) {
-          v_frag[t].e[j] = v_now[h][j][g][(i + t) % TILES_PER_GROUP];
+          v_frag[t].e[j] = now.v_codes[h][j][g][(i + t) % TILES_PER_GROUP];
         }
       }
       fa_mma2_any_b(out_frag[i], out_frag[i + 1], v_frag[0], v_frag[1], weights[g][h], out_frag[i], out_frag[i + 1]);
     }
   }
 }
+}  // pass
 
 // Each row's denominator and V bias term over the lanes that hold it; then the simdgroups merge
 // through threadgroup memory, as in decode_attention.metal.

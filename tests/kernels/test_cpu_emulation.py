@@ -158,6 +158,18 @@ def test_emulated_quantized_matrices(single_pass_max_s, layout, case):
         _check_requests(case, "cuda")
 
 
+@pinned(MMA_CASES[:3])
+@settings(phases=[Phase.explicit])
+@given(case=short_cases())
+def test_emulated_quantized_matrices_with_64_bit_offsets(case):
+    """The matrix kernel's other pass: 64-bit products of every array's strides, which the GPU
+    takes for arrays fa_narrow_rows rejects. Arrays reach the emulation contiguous (the 32-bit
+    pass), so gpu.QUANTIZED_OFFSETS32 = False forces this one; split, with cuda_compat.h's layout."""
+    with emulated_gpu("nvidia"), gpu_constants(QUANTIZED_OFFSETS32=False, SINGLE_PASS_MAX_S=0):
+        check_parity(case, "cuda")
+        _check_requests(case, "cuda")
+
+
 @pinned(pinned_quantized_cases() + MMA_CASES[:2])
 @settings(phases=[Phase.explicit])
 @given(case=short_cases())
