@@ -262,7 +262,8 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
         single_pass=single_pass,
         input_names=(QUANTIZED_INPUTS if quantized else PLAIN_INPUTS) + COMMON_INPUTS,
         output_names=("out",) if single_pass else ("out_partial", "stats_partial"),
-        defines=(("FA_QUANTIZED", int(quantized)), ("FA_SINGLE_PASS", int(single_pass))),
+        defines=((("FA_QUANTIZED", int(quantized)),) if body_file == "decode_attention.metal" else ())
+        + (("FA_SINGLE_PASS", int(single_pass)),),
         launch_bounds=(threads, per_sm) if per_sm else None,
         dims=_int32s(L, G, block, int(has_ranges), group_size or 0),
         kernel_args=dict(template=template, grid=(NB * threads, H_kv * tiles, N), threadgroup=(threads, 1, 1),
