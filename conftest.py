@@ -8,7 +8,7 @@
 import os
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 
@@ -25,6 +25,9 @@ settings.register_profile(
 settings.register_profile(
     "nightly", max_examples=500, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK
 )
+# Only the pinned edge cases (@example): for runs where every call is slow, as under
+# compute-sanitizer (ci/gpu/h200-session.sh sanitize).
+settings.register_profile("pinned", phases=[Phase.explicit], deadline=None, suppress_health_check=_SLOW_OK)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 
