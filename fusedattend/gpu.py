@@ -256,14 +256,16 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
                           output_shapes=[out_shape], output_dtypes=[dtype])
     if per_sm:
         name += f"_{per_sm}_per_sm"
+    defines = (("FA_SINGLE_PASS", int(single_pass)),)
+    if body_file == "decode_attention.metal":  # the one body with both plain and quantized K/V
+        defines = (("FA_QUANTIZED", int(quantized)),) + defines
     return Launch(
         name=name,
         body_file=body_file,
         single_pass=single_pass,
         input_names=(QUANTIZED_INPUTS if quantized else PLAIN_INPUTS) + COMMON_INPUTS,
         output_names=("out",) if single_pass else ("out_partial", "stats_partial"),
-        defines=((("FA_QUANTIZED", int(quantized)),) if body_file == "decode_attention.metal" else ())
-        + (("FA_SINGLE_PASS", int(single_pass)),),
+        defines=defines,
         launch_bounds=(threads, per_sm) if per_sm else None,
         dims=_int32s(L, G, block, int(has_ranges), group_size or 0),
         kernel_args=dict(template=template, grid=(NB * threads, H_kv * tiles, N), threadgroup=(threads, 1, 1),
