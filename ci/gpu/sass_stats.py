@@ -1,7 +1,8 @@
 """Instruction mix of the CUDA build of the decode kernel, without a GPU.
 
 Compiles metal/decode_attention.metal as mx.fast.cuda_kernel would (tests/kernels/nvcc_wrap.py)
-for one schedule and prints ptxas' register count and a histogram of SASS opcodes.
+for one schedule and prints ptxas' register count, a histogram of SASS opcodes, and each loop's
+(a branch back to an earlier address) instruction count and opcodes, longest first.
 Needs nvcc, and cuobjdump + nvdisasm on PATH (pip wheels nvidia-cuda-cuobjdump and
 nvidia-cuda-nvdisasm carry them).
 
@@ -61,12 +62,31 @@ def main():
         Path(args.sass).write_text(sass)
     print(call["template"])
     print("\n".join(l for l in build.stderr.splitlines() if "registers" in l or "spill" in l))
-    ops = collections.Counter()
+    code = instructions(sass)
+    ops = collections.Counter(op for _, op, _ in code)
+    print(f"{len(code)} SASS instructions:", ", ".join(f"{k} {v}" for k, v in ops.most_common(20)))
+    for start, end in loops(code):
+        body = collections.Counter(op for at, op, _ in code if start <= at <= end)
+        print(f"loop {start:#x}-{end:#x}: {sum(body.values())} instructions:",
+              ", ".join(f"{k} {v}" for k, v in body.most_common(12)))
+
+
+def instructions(sass):
+    """(address, opcode, branch target or None) of each SASS instruction, in order."""
+    out = []
     for line in sass.splitlines():
-        m = re.match(r"\s+/\*[0-9a-f]{4,5}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)", line)
+        m = re.match(r"\s+/\*([0-9a-f]{4,5})\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)[^;]*?(?:\s(0x[0-9a-f]+))?\s*;", line)
         if m:
-            ops[m.group(1)] += 1
-    print(f"{sum(ops.values())} SASS instructions:", ", ".join(f"{k} {v}" for k, v in ops.most_common(20)))
+            target = int(m.group(3), 16) if m.group(1) and m.group(2) == "BRA" and m.group(3) else None
+            out.append((int(m.group(1), 16), m.group(2), target))
+    return out
+
+
+def loops(code):
+    """(first, last) address of each loop body: a branch back to an earlier address. A kernel's
+    main loop is the longest; its count includes the rarely taken paths inside it (a rescale)."""
+    return sorted(((target, at) for at, op, target in code if target is not None and target < at),
+                  key=lambda r: r[1] - r[0], reverse=True)
 
 
 if __name__ == "__main__":
