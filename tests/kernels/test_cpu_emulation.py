@@ -7,8 +7,6 @@ cases both in one block (S <= gpu.SINGLE_PASS_MAX_S) and split into blocks merge
 launch. A change to a kernel is checked here, CI included, before it reaches a GPU.
 """
 
-import contextlib
-
 import mlx.core as mx
 import pytest
 from hypothesis import Phase, given, settings
@@ -16,6 +14,7 @@ from hypothesis import strategies as st
 
 from fusedattend import gpu
 from tests.kernels.cpu_emulator import compiler_available, emulated_gpu
+from tests.kernels.gpu_constants import gpu_constants
 from tests.property.strategies import (
     attention_cases, edge_case, examples, pinned, pinned_cases, pinned_layered_cases, pinned_quantized_cases,
     quantized_cases, run_case,
@@ -61,21 +60,6 @@ def test_emulated_batch_equals_per_request(case):
 def test_emulated_layer_call_equals_stacked_layers(case):
     with emulated_gpu():
         _check_layers(case, "cuda")
-
-
-@contextlib.contextmanager
-def gpu_constants(**values):
-    """Schedule constants of fusedattend.gpu set for the block (the cached schedule with them)."""
-    saved = {name: getattr(gpu, name) for name in values}
-    for name, value in values.items():
-        setattr(gpu, name, value)
-    gpu._schedule.cache_clear()
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(gpu, name, value)
-        gpu._schedule.cache_clear()
 
 
 @examples(0.2)

@@ -14,6 +14,7 @@ import fusedattend as fa
 from fusedattend import gpu
 from fusedattend._problem import plain_problem, quantized_problem
 from tests.kernels import nvcc_wrap
+from tests.kernels.gpu_constants import gpu_constants
 
 ROOT = Path(__file__).resolve().parents[2]
 CUDA_ONLY_MARKERS = ("__global__", "__shfl", "threadIdx", "blockIdx")
@@ -92,14 +93,8 @@ def test_cuda_form_of_decode_kernel_compiles(monkeypatch, case, single_pass):
 def test_launch_bounds_cap_registers(monkeypatch, quantized, per_sm):
     """Threadgroups an SM asked of a split launch reach ptxas: the kernel fits that many."""
     monkeypatch.setattr(gpu, "on_metal", lambda: False)
-    monkeypatch.setattr(gpu, "SINGLE_PASS_MAX_S", 0)
-    monkeypatch.setattr(gpu, "SPLIT_THREADGROUPS_PER_SM", per_sm)
-    monkeypatch.setattr(gpu, "QUANTIZED_MMA_THREADGROUPS_PER_SM", per_sm)
-    gpu._schedule.cache_clear()
-    try:
+    with gpu_constants(SINGLE_PASS_MAX_S=0, SPLIT_THREADGROUPS_PER_SM=per_sm, QUANTIZED_MMA_THREADGROUPS_PER_SM=per_sm):
         launch = gpu.decode_launch(_problem(quantized, mx.bfloat16, None, 128, 4, 1, 32, 8), quantized=quantized)
-    finally:
-        gpu._schedule.cache_clear()
     threads = launch["call"]["threadgroup"][0]
     assert launch["launch_bounds"] == (threads, per_sm) and launch["name"].endswith(f"_{per_sm}_per_sm")
     ok, log = nvcc_wrap.compile_cuda(nvcc_wrap.wrap_launch(launch), options=("-Xptxas", "-v"))
@@ -128,11 +123,7 @@ def test_quantized_kernel_choice(monkeypatch):
     def body(dtype, D):
         return gpu.decode_launch(_problem(True, dtype, None, D, 4, 1, 8, 2), quantized=True)["body_file"]
 
-    try:
-        assert body(mx.bfloat16, 128) == body(mx.float16, 64) == "quantized_decode_mma.metal"
-        assert body(mx.float32, 128) == body(mx.bfloat16, 256) == "decode_attention.metal"
-        monkeypatch.setattr(gpu, "QUANTIZED_MMA", False)
-        gpu._schedule.cache_clear()
+    assert body(mx.bfloat16, 128) == body(mx.float16, 64) == "quantized_decode_mma.metal"
+    assert body(mx.float32, 128) == body(mx.bfloat16, 256) == "decode_attention.metal"
+    with gpu_constants(QUANTIZED_MMA=False):
         assert body(mx.bfloat16, 128) == "decode_attention.metal"
-    finally:
-        gpu._schedule.cache_clear()
