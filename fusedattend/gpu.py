@@ -90,7 +90,8 @@ QUANTIZED_OFFSETS32 = True
 # against ptxas' 158 (3 an SM): B = 32, S = 32768: 1140.9 against 1193.5 µs (Nsight Compute:
 # 82.8% of DRAM bandwidth against 77.2%); B = 32, S = 2048: 159.9 against 179.7; B = 8,
 # S = 8192: 156.2 against 161.5; B = 1 within the noise. The 4-bit matrix kernel spills at 3 or 4
-# (164 / 344 bytes) and was 1.4-1.7x slower: it keeps ptxas' 244 (2 an SM).
+# (164 / 344 bytes) and was 1.4-1.7x slower: it keeps ptxas' choice (252 registers since its
+# 32-bit offsets; 2 an SM).
 SPLIT_THREADGROUPS_PER_SM = 4
 QUANTIZED_MMA_THREADGROUPS_PER_SM = 0
 

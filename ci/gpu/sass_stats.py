@@ -77,7 +77,7 @@ def instructions(sass):
     for line in sass.splitlines():
         m = re.match(r"\s+/\*([0-9a-f]{4,5})\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)[^;]*?(?:\s(0x[0-9a-f]+))?\s*;", line)
         if m:
-            target = int(m.group(3), 16) if m.group(1) and m.group(2) == "BRA" and m.group(3) else None
+            target = int(m.group(3), 16) if m.group(2) == "BRA" and m.group(3) else None
             out.append((int(m.group(1), 16), m.group(2), target))
     return out
 
