@@ -157,13 +157,20 @@ struct simdgroup_matrix {
   } e;
   elements& thread_elements() { return e; }
 };
+// The row and first column of a lane's two elements, in that layout.
+inline uint fa_cpu_apple_row(uint lane) {
+  return (lane / 4 & 4) + lane / 2 % 4;
+}
+inline uint fa_cpu_apple_col(uint lane) {
+  return (lane / 4 & 2) * 2 + lane % 2 * 2;
+}
 inline void fa_cpu_matrix(const simdgroup_matrix<float, 8, 8>& m, float (&full)[8][8]) {
   float all[2][32];
   for (int j = 0; j < 2; ++j) {
     fa_cpu_simd_gather(m.e.x[j], all[j]);
   }
   for (uint lane = 0; lane < 32; ++lane) {
-    const uint row = (lane / 4 & 4) + lane / 2 % 4, col = (lane / 4 & 2) * 2 + lane % 2 * 2;
+    const uint row = fa_cpu_apple_row(lane), col = fa_cpu_apple_col(lane);
     full[row][col] = all[0][lane];
     full[row][col + 1] = all[1][lane];
   }
@@ -175,7 +182,7 @@ inline void simdgroup_multiply_accumulate(simdgroup_matrix<float, 8, 8>& d, cons
   fa_cpu_matrix(b, B);
   fa_cpu_matrix(c, Cm);
   const uint lane = fa_cpu_tid % 32;
-  const uint row = (lane / 4 & 4) + lane / 2 % 4, col = (lane / 4 & 2) * 2 + lane % 2 * 2;
+  const uint row = fa_cpu_apple_row(lane), col = fa_cpu_apple_col(lane);
   for (int j = 0; j < 2; ++j) {
     float sum = Cm[row][col + j];
     for (int k = 0; k < 8; ++k) {
