@@ -81,6 +81,9 @@ QUANTIZED_MMA_ROWS = 8  # query rows of a threadgroup: the matrices' rows
 # the kernel: rows contiguous, every offset within a kv head's rows below 2^31). False keeps
 # 64-bit offsets always (for comparisons, and for tests of that path on contiguous arrays).
 QUANTIZED_OFFSETS32 = True
+# The matrix kernel's scores on 16-bit operands (f16 / bf16, m16n8k16 on NVIDIA) where a code fits
+# them exactly (score_mantissa); False keeps 32-bit ones (tf32) always (for comparisons and tests).
+SCORES16 = True
 
 # CUDA only: threadgroups an SM that ptxas must make room for (__launch_bounds__, through
 # cuda_compat.h), so that it caps a thread's registers at 64K / (threads x this); 0 leaves the
@@ -188,6 +191,14 @@ def _uses_mma(quantized, dtype, D) -> bool:
     return quantized and QUANTIZED_MMA and dtype in (mx.float16, mx.bfloat16) and D <= QUANTIZED_MMA_MAX_D
 
 
+def score_mantissa(dtype, bits, group_size) -> int:
+    """The matrix kernel's SCORE_MANTISSA: the query type's mantissa bits where its scores take
+    16-bit operands (a code 1 + c / 2^bits exact in that type, and a lane's GS / 4 codes of a
+    group whole 32-bit words), else 0 (32-bit operands: tf32 on NVIDIA)."""
+    mantissa = 10 if dtype == mx.float16 else 7
+    return mantissa if SCORES16 and bits <= mantissa and group_size * bits >= 128 else 0
+
+
 class Launch(NamedTuple):
     """A problem's launches, from what they depend on: everything but the arrays."""
 
@@ -224,7 +235,7 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
         per_sm = QUANTIZED_MMA_THREADGROUPS_PER_SM
         template = [("T", dtype), ("D", D), ("GS", group_size), ("BITS", bits), ("ST", scales_dtype),
                     ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype),
-                    ("OFFSETS32", QUANTIZED_OFFSETS32)]
+                    ("OFFSETS32", QUANTIZED_OFFSETS32), ("SCORE_MANTISSA", score_mantissa(dtype, bits, group_size))]
         tiles = math.ceil(G * L / QUANTIZED_MMA_ROWS)
     else:
         name = "fa_quantized_decode_attention" if quantized else "fa_decode_attention"

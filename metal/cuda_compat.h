@@ -125,6 +125,24 @@ METAL_FUNC void fa_mma2_any_b(F& d0, F& d1, F a0, F a1, F b, F c0, F c1) {
   fa_mma2(d0, d1, a0, a1, lo, c0, c1);
   fa_mma2(d0, d1, a0, a1, hi, d0, d1);
 }
+// fa_mma2_16 as mma.sync m16n8k16 in f16 or bf16: lane (g, t) holds A (g, 2t + 8w + h) and
+// B (2t + 8w + h, g) in half h of word w; a0's words are the A registers 0 and 2, a1's 1 and 3.
+METAL_FUNC int fa_frag16_k_a(int lane, int e) { return 2 * (lane & 3) + 8 * (e / 2) + e % 2; }
+METAL_FUNC int fa_frag16_k_b(int lane, int e) { return fa_frag16_k_a(lane, e); }
+METAL_FUNC int fa_frag16_col_b(int lane, int e) { return lane >> 2; }
+template <typename T, typename F, typename F16>
+METAL_FUNC void fa_mma2_16(F& d0, F& d1, F16 a0, F16 a1, F16 b, F c0, F c1) {
+#define FA_MMA16(type) asm("mma.sync.aligned.m16n8k16.row.col.f32." type "." type ".f32 {%0,%1,%2,%3}, " \
+    "{%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};" : "=f"(d0.e[0]), "=f"(d0.e[1]), "=f"(d1.e[0]), "=f"(d1.e[1]) \
+    : "r"(a0.w[0]), "r"(a1.w[0]), "r"(a0.w[1]), "r"(a1.w[1]), "r"(b.w[0]), "r"(b.w[1]), \
+      "f"(c0.e[0]), "f"(c0.e[1]), "f"(c1.e[0]), "f"(c1.e[1]))
+  if (cuda::std::is_same<T, __half>::value) {
+    FA_MMA16("f16");
+  } else {
+    FA_MMA16("bf16");
+  }
+#undef FA_MMA16
+}
 // B element j, (t + 4j, g), is accumulator element g % 2 of lane 4 (t + 4j) + g / 2.
 template <typename F>
 METAL_FUNC F fa_acc_as_b(F acc, int lane) {

@@ -58,6 +58,37 @@ METAL_FUNC float fa_exp2(float x) {
 }
 #endif
 
+// A query row of a kernel's tile (position `position` of L, `live` unless it pads the tile): the
+// last key it may see, causal alignment included (MASK 1), -1 for a padding row; and the offset of
+// its row of a boolean or additive mask (MASK >= 2, strides of the (NL, B, H_q, L, S) view).
+template <int MASK>
+METAL_FUNC int fa_last_key(bool live, int position, int L, int key_end) {
+  return !live ? -1 : (MASK == 1 ? key_end - L + position : key_end - 1);
+}
+template <int MASK, typename Strides>
+METAL_FUNC int64_t fa_mask_row(Strides strides, int layer, int request, int head, int position) {
+  return MASK >= 2 ? layer * strides[0] + request * strides[1] + head * strides[2] + position * strides[3] : 0;
+}
+
+// Score s (base 2) of key `key` for such a row, -inf where the key is hidden: at or past `hi`,
+// past the row's last key, or masked (MASK 2: false in the boolean mask; 3: -inf in the additive
+// one, whose value joins the score otherwise).
+template <int MASK, typename MaskPtr, typename Strides>
+METAL_FUNC float fa_masked_score(float s, int key, int hi, int last_key, MaskPtr mask, int64_t mask_row,
+                                 Strides mask_strides) {
+  bool visible = key < hi && key <= last_key;
+  if (MASK >= 2) {
+    const float m_val = visible ? float(mask[mask_row + int64_t(key) * mask_strides[4]]) : 0.0f;
+    if (MASK == 2) {
+      visible = visible && m_val != 0.0f;
+    } else {
+      visible = visible && m_val > -INFINITY;
+      s += m_val * 1.4426950408889634f;  // log2(e)
+    }
+  }
+  return visible ? s : -INFINITY;
+}
+
 // A BITS-bit code c as the float 1 + c / 2^BITS: c becomes the top mantissa bits of 1.0f, so a
 // shift and one logic op make it, with neither the int-to-float converter (a quarter-rate unit on
 // NVIDIA) nor a subtraction. The kernel folds the offset into the affine map instead:
@@ -101,6 +132,19 @@ METAL_FUNC void fa_load_codes(CodePtr codes, int64_t step, int chunk, uint32_t o
   out.one = one;
 }
 
+// Two codes of a word as a pair of 16-bit floats 1 + c / 2^BITS, for 16-bit matrix operands
+// (fa_frag16): the codes at bits `bit` and `bit + 16` go to the low and the high half. MANTISSA is
+// the operand type's (10: f16, 7: bf16; BITS <= MANTISSA keeps it exact); `pair_one` is its 1.0
+// in both halves, read at run time as fa_code_unit's `one`. One shift and one logic op make two
+// codes, where a 32-bit operand (fa_code_unit) takes them for one.
+template <int BITS, int MANTISSA>
+METAL_FUNC uint32_t fa_code_pair(uint32_t word, int bit, uint32_t pair_one) {
+  constexpr int AT = MANTISSA > BITS ? MANTISSA - BITS : 0;  // (also compiles where never run)
+  constexpr uint32_t MASK = (((1u << BITS) - 1u) << AT) * 0x10001u;
+  const uint32_t moved = AT >= bit ? word << (AT - bit) : word >> (bit - AT);
+  return (moved & MASK) | pair_one;
+}
+
 // The affine map of codes read by fa_code_unit: scale * c + bias
 // = fa_unit_scale(scale) * (1 + c / 2^BITS) + fa_unit_bias(scale, bias).
 template <int BITS>
@@ -118,9 +162,17 @@ METAL_FUNC float fa_unit_bias(float scale, float bias) {
 // these: fa_frag_row(lane) is the row of both of a lane's elements of an A operand or of an
 // accumulator, fa_frag_col_a / fa_frag_col_acc their columns, fa_frag_row_b / fa_frag_col_b a
 // B operand's. FA_FRAG_COL_XOR0 / 1 / 2 reach (by xor of the lane) the other lanes that hold a
-// lane's accumulator columns.
+// lane's accumulator columns (fa_frag_col_max / fa_frag_col_sum).
 struct fa_frag {
   float e[2];
+};
+// 16-bit operands over k = 16 (m16n8k16 on NVIDIA): an 8 x 16 A or a 16 x 8 B operand of type
+// T, four elements a lane in two 32-bit words, element e in word e / 2 (low half first). A lane's
+// A element e is at row fa_frag_row(lane), column fa_frag16_k_a(lane, e): elements 2w and 2w + 1
+// are columns k and k + 1, so a kernel may build a word of an A operand from one load. A B
+// element e is at (fa_frag16_k_b(lane, e), fa_frag16_col_b(lane, e)).
+struct fa_frag16 {
+  uint32_t w[2];
 };
 #ifndef FA_HAVE_MMA
 // Apple's layout, as MLX's steel kernels use it: every role holds (row, col) and (row, col + 1).
@@ -138,6 +190,26 @@ METAL_FUNC int fa_frag_row_b(int lane, int j) {
 }
 METAL_FUNC int fa_frag_col_b(int lane, int j) {
   return fa_frag_col_a(lane, j);
+}
+// Over k = 16: two of Apple's 8 x 8 products, k = 0..7 and 8..15; word kh of a lane holds its
+// two elements of product kh.
+METAL_FUNC int fa_frag16_k_a(int lane, int e) {
+  return e / 2 * 8 + fa_frag_col_a(lane, e % 2);
+}
+METAL_FUNC int fa_frag16_k_b(int lane, int e) {
+  return e / 2 * 8 + fa_frag_row_b(lane, e % 2);
+}
+METAL_FUNC int fa_frag16_col_b(int lane, int e) {
+  return fa_frag_col_b(lane, e % 2);
+}
+// Word kh of a 16-bit operand as the float fragment of 8 x 8 product kh.
+template <typename T>
+METAL_FUNC fa_frag fa_frag16_floats(fa_frag16 x, int kh) {
+  fa_frag f;
+  for (int j = 0; j < 2; ++j) {
+    f.e[j] = float(as_type<T>(ushort(x.w[kh] >> (16 * j))));
+  }
+  return f;
 }
 #define FA_FRAG_COL_XOR0 2
 #define FA_FRAG_COL_XOR1 4
@@ -168,11 +240,33 @@ METAL_FUNC void fa_mma2_any_b(thread fa_frag& d0, thread fa_frag& d1, fa_frag a0
                               fa_frag c0, fa_frag c1) {
   fa_mma2(d0, d1, a0, a1, b, c0, c1);
 }
+// The same over k = 16 with 16-bit operands of type T (half or bfloat): here two products in
+// float over k = 0..7 and 8..15 (fa_frag16).
+template <typename T>
+METAL_FUNC void fa_mma2_16(thread fa_frag& d0, thread fa_frag& d1, fa_frag16 a0, fa_frag16 a1, fa_frag16 b,
+                           fa_frag c0, fa_frag c1) {
+  for (int kh = 0; kh < 2; ++kh) {
+    fa_mma2(d0, d1, fa_frag16_floats<T>(a0, kh), fa_frag16_floats<T>(a1, kh), fa_frag16_floats<T>(b, kh),
+            kh == 0 ? c0 : d0, kh == 0 ? c1 : d1);
+  }
+}
 // An accumulator's matrix as a B operand: element (r, c) stays (r, c). All lanes take part.
 METAL_FUNC fa_frag fa_acc_as_b(fa_frag acc, int lane) {
   return acc;
 }
 #endif
+// x combined over the lanes that hold the same accumulator columns as this one (a query row of
+// quantized_decode_mma.metal): its max, its sum. All lanes take part.
+METAL_FUNC float fa_frag_col_max(float x) {
+  x = metal::max(x, simd_shuffle_xor(x, ushort(FA_FRAG_COL_XOR0)));
+  x = metal::max(x, simd_shuffle_xor(x, ushort(FA_FRAG_COL_XOR1)));
+  return metal::max(x, simd_shuffle_xor(x, ushort(FA_FRAG_COL_XOR2)));
+}
+METAL_FUNC float fa_frag_col_sum(float x) {
+  x += simd_shuffle_xor(x, ushort(FA_FRAG_COL_XOR0));
+  x += simd_shuffle_xor(x, ushort(FA_FRAG_COL_XOR1));
+  return x + simd_shuffle_xor(x, ushort(FA_FRAG_COL_XOR2));
+}
 
 // Dims of quantized_decode_mma.metal, permuted within each group of GS: k-index k of score tile
 // i (tile i holds 8 dims of group i / (GS / 8)) and column n of output tile i. A lane's elements
@@ -187,6 +281,19 @@ template <int GS>
 METAL_FUNC int fa_qmma_out_dim(int i, int n) {
   constexpr int TILES_PER_GROUP = GS / 8;
   return i / TILES_PER_GROUP * GS + n * TILES_PER_GROUP + i % TILES_PER_GROUP;
+}
+
+// The same for 16-bit score operands (quantized_decode_mma.metal with SCORE_MANTISSA != 0):
+// column k of score tile i, 16 dims of group i / (GS / 16). A lane's columns k and k + 1 (one word
+// of its A operand, fa_frag16) take the codes at bits b and b + 16 of one code word
+// (fa_code_pair); its columns of a group fill one run of GS / 4 dims (whole words: GS * BITS >= 128).
+template <int GS, int BITS>
+METAL_FUNC int fa_qmma_score_dim16(int i, int k) {
+  constexpr int TILES_PER_GROUP = GS / 16;
+  constexpr int PAIRS_PER_WORD = 16 / BITS;
+  const int pair = i % TILES_PER_GROUP * 2 + k / 8;  // of the lane's run
+  return i / TILES_PER_GROUP * GS + k % 8 / 2 * (GS / 4) + pair / PAIRS_PER_WORD * (32 / BITS) +
+         pair % PAIRS_PER_WORD + k % 2 * PAIRS_PER_WORD;
 }
 
 // Offsets into an array of quantized K/V (one kv head's rows: keys along axis 3, a key's words or
@@ -215,11 +322,12 @@ METAL_FUNC bool fa_same_strides(Strides a, Strides b) {
 }
 
 // What a lane of quantized_decode_mma.metal loads of one 16-key tile, for each half h of it: the
-// K codes of its A elements (key h * 8 + its row) with that key's K and V scales and biases; the
-// V codes of its A elements (keys h * 8 + its columns); the V scales of its B elements' keys.
-template <int GROUPS, int SCORE_RUN, int OUT_RUN, int BITS, typename ST>
+// K codes of its A elements (key h * 8 + its row; K_RUNS runs of a group, fa_qmma_k_run) with that
+// key's K and V scales and biases; the V codes of its A elements (keys h * 8 + its columns); the
+// V scales of its B elements' keys.
+template <int GROUPS, int SCORE_RUN, int OUT_RUN, int BITS, typename ST, int K_RUNS>
 struct fa_qmma_tile {
-  fa_code_chunk<SCORE_RUN, BITS> k_codes[2][2][GROUPS];  // [half][A element][group]
+  fa_code_chunk<SCORE_RUN, BITS> k_codes[2][K_RUNS][GROUPS];  // [half][run][group]
   fa_code_chunk<OUT_RUN, BITS> v_codes[2][2][GROUPS];
   ST k_scale[2][GROUPS];  // [half][group], of the key of the lane's row
   ST k_bias[2][GROUPS];
@@ -228,13 +336,20 @@ struct fa_qmma_tile {
   ST v_scale[2][2][GROUPS];  // [half][B element][group]
 };
 
+// Which of a group's 4 runs of K codes (fa_qmma_score_dim / fa_qmma_score_dim16) a lane's A
+// elements read: with 32-bit operands (K_RUNS = 2) element j's; with 16-bit ones (1) all of them.
+template <int K_RUNS>
+METAL_FUNC int fa_qmma_k_run(int lane, int j) {
+  return K_RUNS == 2 ? fa_frag_col_a(lane, j) % 4 : fa_frag16_k_a(lane, 0) % 8 / 2;
+}
+
 // Fills `t` with the tile of keys first .. first + 15; `*_row` point at the kv head's rows, and
 // keys past `last` are read as `last`. `narrow` (fa_narrow_rows of the codes and of K's scales,
 // the four scale and bias arrays with the same strides): one key offset serves those four.
-template <int GROUPS, int SCORE_RUN, int OUT_RUN, int BITS, typename ST, typename CodePtr, typename ScalePtr,
-          typename Strides>
+template <int GROUPS, int SCORE_RUN, int OUT_RUN, int BITS, typename ST, int K_RUNS, typename CodePtr,
+          typename ScalePtr, typename Strides>
 METAL_FUNC void fa_qmma_load_tile(
-    thread fa_qmma_tile<GROUPS, SCORE_RUN, OUT_RUN, BITS, ST>& t, bool narrow, int first, int last, int lane,
+    thread fa_qmma_tile<GROUPS, SCORE_RUN, OUT_RUN, BITS, ST, K_RUNS>& t, bool narrow, int first, int last, int lane,
     uint32_t one, CodePtr k_row, Strides k_codes_strides, CodePtr v_row, Strides v_codes_strides,
     ScalePtr ks_row, Strides k_scales_strides, ScalePtr kb_row, Strides k_biases_strides,
     ScalePtr vs_row, Strides v_scales_strides, ScalePtr vb_row, Strides v_biases_strides) {
@@ -262,8 +377,10 @@ METAL_FUNC void fa_qmma_load_tile(
       const int64_t b_at = fa_key_offset(narrow, v_scales_strides, b_key);
       #pragma unroll
       for (int g = 0; g < GROUPS; ++g) {
-        fa_load_codes<SCORE_RUN, BITS>(k_codes, fa_element_step(narrow, k_codes_strides),
-                                       g * 4 + fa_frag_col_a(lane, j) % 4, one, t.k_codes[h][j][g]);
+        if (j < K_RUNS) {
+          fa_load_codes<SCORE_RUN, BITS>(k_codes, fa_element_step(narrow, k_codes_strides),
+                                         g * 4 + fa_qmma_k_run<K_RUNS>(lane, j), one, t.k_codes[h][j][g]);
+        }
         fa_load_codes<OUT_RUN, BITS>(v_codes, fa_element_step(narrow, v_codes_strides),
                                      g * 8 + fa_frag_row(lane), one, t.v_codes[h][j][g]);
         t.v_scale[h][j][g] = vs_row[b_at + g * fa_element_step(narrow, v_scales_strides)];

@@ -124,9 +124,8 @@ for (int i = 0; i < ROWS_HELD; ++i) {
   const int head = kv_head * G + rr / L;
   row_max[i] = -INFINITY;
   row_sum[i] = 0.0f;
-  last_key[i] = rr >= group_rows ? -1 : (MASK == 1 ? key_end - L + rr % L : key_end - 1);
-  mask_row[i] = MASK >= 2 ? layer * mask_strides[0] + request * mask_strides[1] +
-      head * mask_strides[2] + (rr % L) * mask_strides[3] : 0;
+  last_key[i] = fa_last_key<MASK>(rr < group_rows, rr % L, L, key_end);
+  mask_row[i] = fa_mask_row<MASK>(mask_strides, layer, request, head, rr % L);
 }
 // Row r's value of a held-row array, from the lanes of this slot that hold it (every lane holds
 // every row when there is nothing to scatter). All lanes of the simdgroup must take part.
@@ -261,17 +260,7 @@ for (int first = lo + sg * KEYS_PER_STEP - STEP_STRIDE; first < hi; first += STE
     const int j = first + u * SLOTS + slot;
     #pragma unroll
     for (int i = 0; i < ROWS_HELD; ++i) {
-      bool visible = j < hi && j <= last_key[i];
-      if (MASK >= 2) {
-        const float m_val = visible ? float(mask[mask_row[i] + int64_t(j) * mask_strides[4]]) : 0.0f;
-        if (MASK == 2) {
-          visible = visible && m_val != 0.0f;
-        } else {
-          visible = visible && m_val > -INFINITY;
-          score[u][i] += m_val * LOG2_E;
-        }
-      }
-      score[u][i] = visible ? score[u][i] : -INFINITY;
+      score[u][i] = fa_masked_score<MASK>(score[u][i], j, hi, last_key[i], mask, mask_row[i], mask_strides);
     }
   }
   // Online softmax of the held rows. The accumulators are rescaled only in a step where some

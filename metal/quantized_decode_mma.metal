@@ -7,19 +7,22 @@
 // Products are transposed so that every matrix is full: keys and dims run along the rows (16 to a
 // tensor-core tile on NVIDIA: fa_mma2), the 8 query rows along the columns.
 //   Scores S^T = K Q^T, one accumulator per quantization group: the codes read as 1 + c / 2^BITS
-//   (fa_code_unit: exact in any operand type, as are f16 / bf16 queries) against Q^T. Each group's
-//   scale and bias then apply in float: scale * (c . q) + bias * sum(q over the group).
+//   against Q^T, exact either way: in T (f16 / bf16, k = 16, two codes a shift and a logic op:
+//   fa_code_pair), where T's mantissa holds a code and a lane's codes of a group are whole words
+//   (SCORE_MANTISSA != 0); else in 32-bit operands (tf32 on NVIDIA, k = 8, fa_code_unit). Each
+//   group's scale and bias then apply in float: scale * (c . q) + bias * sum(q over the group).
 //   A lane holds two query rows' elements of every accumulator: their max and sum run over the
 //   lanes that share them (FA_FRAG_COL_XOR0..2), and the output's rescale is a factor a row.
 //   Output O^T += V_G^T P_G^T for each V group G: the codes against the weights (fa_acc_as_b)
 //   scaled by the group's scale of their key, a float operand (fa_mma2_any_b); the bias term
 //   sum(p * bias) apart.
-//   Dims are permuted within a group (fa_qmma_score_dim / fa_qmma_out_dim), so that a lane's codes
-//   of a group are one run of words; the output goes back in D's order.
+//   Dims are permuted within a group (fa_qmma_score_dim(16) / fa_qmma_out_dim), so that a lane's
+//   codes of a group are one run of words; the output goes back in D's order.
 // Body of mx.fast.metal_kernel / mx.fast.cuda_kernel. Compile-time: T (f16 or bf16 queries), D
 // (<= 128, a multiple of GS), GS (group size), BITS, ST (scales dtype), NSG, MASK, MT, OFFSETS32
-// (32-bit offsets where the strides allow); FA_SINGLE_PASS as in decode_attention.metal. Run-time dims[]: L, G, block, has key ranges;
-// scalars[]: the softmax scale, 1.0f.
+// (32-bit offsets where the strides allow), SCORE_MANTISSA (T's mantissa bits for 16-bit scores,
+// 0 for 32-bit); FA_SINGLE_PASS as in decode_attention.metal. Run-time dims[]: L, G, block, has
+// key ranges; scalars[]: the softmax scale, 1.0f.
 
 constexpr int THREADS = NSG * 32;
 constexpr int ROWS = 8;                         // query rows of a tile: the matrices' 8 columns
@@ -30,6 +33,11 @@ constexpr int GROUPS = D / GS;
 constexpr int TILES_PER_GROUP = GS / 8;
 constexpr int SCORE_RUN = GS / 4;               // dims of a group in a lane's K elements
 constexpr int OUT_RUN = GS / 8;                 // dims of a group in a lane's V elements
+constexpr bool SCORES16 = SCORE_MANTISSA != 0;
+constexpr int K_RUNS = SCORES16 ? 1 : 2;        // runs of K codes a lane reads of a group
+constexpr int TILES16 = D / 16;                 // 16-dim tiles of Q and K (SCORES16)
+constexpr int TILES16_PER_GROUP = GS / 16;
+constexpr int PAIRS_PER_WORD = 16 / BITS;       // fa_code_pair's pairs of codes in a code word
 constexpr float LOG2_E = 1.4426950408889634f;
 
 const int L = dims[0];
@@ -64,6 +72,7 @@ const int lo = metal::max(block * block_keys, key_begin);
 const int hi = metal::min(block * block_keys + block_keys, key_end);
 const float scale = scalars[0] * LOG2_E;
 const uint32_t code_one = as_type<uint32_t>(scalars[1]);  // 1.0f (fa_code_unit)
+const uint32_t pair_one = uint32_t(as_type<ushort>(static_cast<T>(scalars[1]))) * 0x10001u;  // (fa_code_pair)
 
 // Query row r of the tile: its first element (q_at), whether it exists, the last key it may see
 // (causal alignment included; -1 for padding rows) and its mask row.
@@ -73,17 +82,26 @@ const uint32_t code_one = as_type<uint32_t>(scalars[1]);  // 1.0f (fa_code_unit)
 const auto q_at = q + layer * q_strides[0] + request * q_strides[1];
 #define FA_Q_ROW(r) (q_at + FA_ROW_HEAD(r) * q_strides[2] + (FA_ROW(r) % L) * q_strides[3])
 
-// Q^T as B operands (dims x query rows), one per 8-dim tile.
+// Q^T as B operands (dims x query rows): one per 8-dim tile in float, or (SCORES16) one per
+// 16-dim tile in T, as loaded.
 fa_frag q_frag[TILES];
+fa_frag16 q16[TILES16];
 #pragma unroll
-for (int j = 0; j < 2; ++j) {
-  const int r = fa_frag_col_b(lane, j);
+for (int e = 0; e < 4; ++e) {
+  const int j = e % 2;
+  const int r = SCORES16 ? fa_frag16_col_b(lane, e) : fa_frag_col_b(lane, j);
   const bool live = FA_ROW_LIVE(r);
   const auto q_row = FA_Q_ROW(r);
   #pragma unroll
-  for (int i = 0; i < TILES; ++i) {
-    const int d = fa_qmma_score_dim<GS>(i, fa_frag_row_b(lane, j));
-    q_frag[i].e[j] = live ? float(q_row[d * q_strides[4]]) : 0.0f;
+  for (int i = 0; i < (SCORES16 ? TILES16 : TILES); ++i) {
+    if (SCORES16) {
+      const int d = fa_qmma_score_dim16<GS, BITS>(i, fa_frag16_k_b(lane, e));
+      const uint32_t bits = live ? as_type<ushort>(q_row[d * q_strides[4]]) : 0u;
+      q16[i].w[e / 2] = j == 0 ? bits : q16[i].w[e / 2] | bits << 16;
+    } else if (e < 2) {
+      const int d = fa_qmma_score_dim<GS>(i, fa_frag_row_b(lane, j));
+      q_frag[i].e[j] = live ? float(q_row[d * q_strides[4]]) : 0.0f;
+    }
   }
 }
 // Sums of q over each group (the bias term of a score), as accumulators: ones times Q^T.
@@ -91,6 +109,9 @@ fa_frag q_sum_frag[GROUPS][2];
 fa_frag ones;
 ones.e[0] = 1.0f;
 ones.e[1] = 1.0f;
+fa_frag16 ones16;
+ones16.w[0] = pair_one;
+ones16.w[1] = pair_one;
 #pragma unroll
 for (int g = 0; g < GROUPS; ++g) {
   #pragma unroll
@@ -100,9 +121,13 @@ for (int g = 0; g < GROUPS; ++g) {
   }
 }
 #pragma unroll
-for (int i = 0; i < TILES; ++i) {
-  const int g = i / TILES_PER_GROUP;
-  fa_mma2(q_sum_frag[g][0], q_sum_frag[g][1], ones, ones, q_frag[i], q_sum_frag[g][0], q_sum_frag[g][1]);
+for (int i = 0; i < (SCORES16 ? TILES16 : TILES); ++i) {
+  const int g = i / (SCORES16 ? TILES16_PER_GROUP : TILES_PER_GROUP);
+  if (SCORES16) {
+    fa_mma2_16<T>(q_sum_frag[g][0], q_sum_frag[g][1], ones16, ones16, q16[i], q_sum_frag[g][0], q_sum_frag[g][1]);
+  } else {
+    fa_mma2(q_sum_frag[g][0], q_sum_frag[g][1], ones, ones, q_frag[i], q_sum_frag[g][0], q_sum_frag[g][1]);
+  }
 }
 // The softmax state of this lane's two accumulator columns (query rows): max (the same in each
 // lane holding the row), this lane's share of the denominator and of the V bias term, and the
@@ -124,9 +149,8 @@ for (int j = 0; j < 2; ++j) {
   }
   row_max[j] = -INFINITY;
   row_sum[j] = 0.0f;
-  last_key[j] = !FA_ROW_LIVE(r) ? -1 : (MASK == 1 ? key_end - L + FA_ROW(r) % L : key_end - 1);
-  mask_row[j] = MASK >= 2 ? layer * mask_strides[0] + request * mask_strides[1] +
-      FA_ROW_HEAD(r) * mask_strides[2] + (FA_ROW(r) % L) * mask_strides[3] : 0;
+  last_key[j] = fa_last_key<MASK>(FA_ROW_LIVE(r), FA_ROW(r) % L, L, key_end);
+  mask_row[j] = fa_mask_row<MASK>(mask_strides, layer, request, FA_ROW_HEAD(r), FA_ROW(r) % L);
 }
 #pragma unroll
 for (int i = 0; i < TILES; ++i) {
@@ -156,172 +180,169 @@ const bool narrow = OFFSETS32 && fa_narrow_rows(k_codes_strides, S, k_codes_shap
     fa_same_strides(k_scales_strides, v_biases_strides);
 #pragma unroll
 for (int pass = 0; pass < 2; ++pass) {
-const bool narrow_pass = pass == 0;
-if (narrow_pass != narrow) {
-  continue;
-}
-fa_qmma_tile<GROUPS, SCORE_RUN, OUT_RUN, BITS, ST> next_tile;
-for (int first = lo + sg * TILE_KEYS - TILE_STRIDE; first < hi; first += TILE_STRIDE) {
-  const fa_qmma_tile<GROUPS, SCORE_RUN, OUT_RUN, BITS, ST> now = next_tile;
-  fa_qmma_load_tile(next_tile, narrow_pass, first + TILE_STRIDE, last_readable, lane, code_one,
-                    k_row, k_codes_strides, v_row, v_codes_strides, ks_row, k_scales_strides,
-                    kb_row, k_biases_strides, vs_row, v_scales_strides, vb_row, v_biases_strides);
-  if (first < lo) {
-    continue;  // the first iteration only issues the first tile's loads
+  const bool narrow_pass = pass == 0;
+  if (narrow_pass != narrow) {
+    continue;
   }
-  // Codes read as 1 + c / 2^BITS (fa_code_unit): the scales and biases that undo it.
-  float k_unit_scale[2][GROUPS];
-  float k_unit_bias[2][GROUPS];
-  float v_unit_bias[2][GROUPS];
-  float v_unit_scale[2][2][GROUPS];
-  #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    #pragma unroll
-    for (int g = 0; g < GROUPS; ++g) {
-      k_unit_scale[h][g] = fa_unit_scale<BITS>(now.k_scale[h][g]);
-      k_unit_bias[h][g] = fa_unit_bias<BITS>(now.k_scale[h][g], now.k_bias[h][g]);
-      v_unit_bias[h][g] = fa_unit_bias<BITS>(now.v_row_scale[h][g], now.v_bias[h][g]);
-      #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        v_unit_scale[h][j][g] = fa_unit_scale<BITS>(now.v_scale[h][j][g]);
-      }
+  fa_qmma_tile<GROUPS, SCORE_RUN, OUT_RUN, BITS, ST, K_RUNS> next_tile;
+  for (int first = lo + sg * TILE_KEYS - TILE_STRIDE; first < hi; first += TILE_STRIDE) {
+    const fa_qmma_tile<GROUPS, SCORE_RUN, OUT_RUN, BITS, ST, K_RUNS> now = next_tile;
+    fa_qmma_load_tile(next_tile, narrow_pass, first + TILE_STRIDE, last_readable, lane, code_one,
+                      k_row, k_codes_strides, v_row, v_codes_strides, ks_row, k_scales_strides,
+                      kb_row, k_biases_strides, vs_row, v_scales_strides, vb_row, v_biases_strides);
+    if (first < lo) {
+      continue;  // the first iteration only issues the first tile's loads
     }
-  }
-  // Scores S^T of the tile's two halves, one accumulator pair per K group.
-  fa_frag group_score[GROUPS][2];
-  #pragma unroll
-  for (int g = 0; g < GROUPS; ++g) {
-    #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      group_score[g][h].e[0] = 0.0f;
-      group_score[g][h].e[1] = 0.0f;
-    }
-  }
-  #pragma unroll
-  for (int i = 0; i < TILES; ++i) {
-    const int g = i / TILES_PER_GROUP;
-    fa_frag k_frag[2];
+    // Codes read as 1 + c / 2^BITS (fa_code_unit): the scales and biases that undo it.
+    float k_unit_scale[2][GROUPS];
+    float k_unit_bias[2][GROUPS];
+    float v_unit_bias[2][GROUPS];
+    float v_unit_scale[2][2][GROUPS];
     #pragma unroll
     for (int h = 0; h < 2; ++h) {
       #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        k_frag[h].e[j] = now.k_codes[h][j][g][i % TILES_PER_GROUP * 2 + fa_frag_col_a(lane, j) / 4];
-      }
-    }
-    fa_mma2(group_score[g][0], group_score[g][1], k_frag[0], k_frag[1], q_frag[i], group_score[g][0], group_score[g][1]);
-  }
-  float score[2][2];  // [half][row]
-  #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int key = first + h * HALF_KEYS + fa_frag_row(lane);
-    #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      float s = 0.0f;
-      #pragma unroll
       for (int g = 0; g < GROUPS; ++g) {
-        s += group_score[g][h].e[j] * k_unit_scale[h][g] + q_sum[g][j] * k_unit_bias[h][g];
-      }
-      s *= scale;
-      bool visible = key < hi && key <= last_key[j];
-      if (MASK >= 2) {
-        const float m_val = visible ? float(mask[mask_row[j] + int64_t(key) * mask_strides[4]]) : 0.0f;
-        if (MASK == 2) {
-          visible = visible && m_val != 0.0f;
-        } else {
-          visible = visible && m_val > -INFINITY;
-          s += m_val * LOG2_E;
-        }
-      }
-      score[h][j] = visible ? s : -INFINITY;
-    }
-  }
-  // Online softmax of each row over the lanes that hold it. The rescale is taken by the whole
-  // simdgroup (its products need every lane), only in a tile where some row's max grew.
-  float new_max[2];
-  float weight_base[2];
-  bool grew = false;
-  #pragma unroll
-  for (int j = 0; j < 2; ++j) {
-    float m = metal::max(score[0][j], score[1][j]);
-    m = metal::max(m, simd_shuffle_xor(m, ushort(FA_FRAG_COL_XOR0)));
-    m = metal::max(m, simd_shuffle_xor(m, ushort(FA_FRAG_COL_XOR1)));
-    m = metal::max(m, simd_shuffle_xor(m, ushort(FA_FRAG_COL_XOR2)));
-    new_max[j] = metal::max(row_max[j], m);
-    weight_base[j] = new_max[j] == -INFINITY ? 0.0f : new_max[j];
-    grew = grew || new_max[j] > row_max[j];
-  }
-  if (simd_any(grew)) {
-    #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const float rescale = fa_exp2(row_max[j] - weight_base[j]);
-      row_max[j] = new_max[j];
-      row_sum[j] *= rescale;
-      #pragma unroll
-      for (int g = 0; g < GROUPS; ++g) {
-        bias_sum[g][j] *= rescale;
-      }
-      #pragma unroll
-      for (int i = 0; i < TILES; ++i) {
-        out_frag[i].e[j] *= rescale;
-      }
-    }
-  }
-  // The weights P^T (keys x rows), then as B operands scaled for each V group. Hidden keys never
-  // touch the output: codes are finite, so zeroing their scale and bias is enough, NaN included.
-  fa_frag weights[GROUPS][2];
-  #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    fa_frag p;
-    #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      p.e[j] = fa_exp2(score[h][j] - weight_base[j]);
-      row_sum[j] += p.e[j];
-      #pragma unroll
-      for (int g = 0; g < GROUPS; ++g) {
-        bias_sum[g][j] += p.e[j] != 0.0f ? p.e[j] * v_unit_bias[h][g] : 0.0f;
-      }
-    }
-    const fa_frag p_b = fa_acc_as_b(p, lane);
-    #pragma unroll
-    for (int g = 0; g < GROUPS; ++g) {
-      #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        weights[g][h].e[j] = p_b.e[j] != 0.0f ? p_b.e[j] * v_unit_scale[h][j][g] : 0.0f;
-      }
-    }
-  }
-  // O^T += V^T P^T, two 8-dim tiles (of one group) at a time.
-  #pragma unroll
-  for (int i = 0; i < TILES; i += 2) {
-    const int g = i / TILES_PER_GROUP;
-    #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      fa_frag v_frag[2];
-      #pragma unroll
-      for (int t = 0; t < 2; ++t) {
+        k_unit_scale[h][g] = fa_unit_scale<BITS>(now.k_scale[h][g]);
+        k_unit_bias[h][g] = fa_unit_bias<BITS>(now.k_scale[h][g], now.k_bias[h][g]);
+        v_unit_bias[h][g] = fa_unit_bias<BITS>(now.v_row_scale[h][g], now.v_bias[h][g]);
         #pragma unroll
         for (int j = 0; j < 2; ++j) {
-          v_frag[t].e[j] = now.v_codes[h][j][g][(i + t) % TILES_PER_GROUP];
+          v_unit_scale[h][j][g] = fa_unit_scale<BITS>(now.v_scale[h][j][g]);
         }
       }
-      fa_mma2_any_b(out_frag[i], out_frag[i + 1], v_frag[0], v_frag[1], weights[g][h], out_frag[i], out_frag[i + 1]);
+    }
+    // Scores S^T of the tile's two halves, one accumulator pair per K group.
+    fa_frag group_score[GROUPS][2];
+    #pragma unroll
+    for (int g = 0; g < GROUPS; ++g) {
+      #pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        group_score[g][h].e[0] = 0.0f;
+        group_score[g][h].e[1] = 0.0f;
+      }
+    }
+    #pragma unroll
+    for (int i = 0; i < (SCORES16 ? TILES16 : TILES); ++i) {
+      const int g = i / (SCORES16 ? TILES16_PER_GROUP : TILES_PER_GROUP);
+      if (SCORES16) {
+        fa_frag16 k16[2];
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          #pragma unroll
+          for (int w = 0; w < 2; ++w) {
+            const int pair = i % TILES16_PER_GROUP * 2 + w;  // as fa_qmma_score_dim16 places it
+            k16[h].w[w] = fa_code_pair<BITS, SCORE_MANTISSA>(now.k_codes[h][0][g].words[pair / PAIRS_PER_WORD],
+                                                              pair % PAIRS_PER_WORD * BITS, pair_one);
+          }
+        }
+        fa_mma2_16<T>(group_score[g][0], group_score[g][1], k16[0], k16[1], q16[i], group_score[g][0],
+                      group_score[g][1]);
+      } else {
+        fa_frag k_frag[2];
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          #pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            k_frag[h].e[j] = now.k_codes[h][j][g][i % TILES_PER_GROUP * 2 + fa_frag_col_a(lane, j) / 4];
+          }
+        }
+        fa_mma2(group_score[g][0], group_score[g][1], k_frag[0], k_frag[1], q_frag[i], group_score[g][0],
+                group_score[g][1]);
+      }
+    }
+    float score[2][2];  // [half][row]
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int key = first + h * HALF_KEYS + fa_frag_row(lane);
+      #pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        float s = 0.0f;
+        #pragma unroll
+        for (int g = 0; g < GROUPS; ++g) {
+          s += group_score[g][h].e[j] * k_unit_scale[h][g] + q_sum[g][j] * k_unit_bias[h][g];
+        }
+        score[h][j] = fa_masked_score<MASK>(s * scale, key, hi, last_key[j], mask, mask_row[j], mask_strides);
+      }
+    }
+    // Online softmax of each row over the lanes that hold it. The rescale is taken by the whole
+    // simdgroup (its products need every lane), only in a tile where some row's max grew.
+    float new_max[2];
+    float weight_base[2];
+    bool grew = false;
+    #pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      new_max[j] = metal::max(row_max[j], fa_frag_col_max(metal::max(score[0][j], score[1][j])));
+      weight_base[j] = new_max[j] == -INFINITY ? 0.0f : new_max[j];
+      grew = grew || new_max[j] > row_max[j];
+    }
+    if (simd_any(grew)) {
+      #pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const float rescale = fa_exp2(row_max[j] - weight_base[j]);
+        row_max[j] = new_max[j];
+        row_sum[j] *= rescale;
+        #pragma unroll
+        for (int g = 0; g < GROUPS; ++g) {
+          bias_sum[g][j] *= rescale;
+        }
+        #pragma unroll
+        for (int i = 0; i < TILES; ++i) {
+          out_frag[i].e[j] *= rescale;
+        }
+      }
+    }
+    // The weights P^T (keys x rows), then as B operands scaled for each V group. Hidden keys never
+    // touch the output: codes are finite, so zeroing their scale and bias is enough, NaN included.
+    fa_frag weights[GROUPS][2];
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      fa_frag p;
+      #pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        p.e[j] = fa_exp2(score[h][j] - weight_base[j]);
+        row_sum[j] += p.e[j];
+        #pragma unroll
+        for (int g = 0; g < GROUPS; ++g) {
+          bias_sum[g][j] += p.e[j] != 0.0f ? p.e[j] * v_unit_bias[h][g] : 0.0f;
+        }
+      }
+      const fa_frag p_b = fa_acc_as_b(p, lane);
+      #pragma unroll
+      for (int g = 0; g < GROUPS; ++g) {
+        #pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          weights[g][h].e[j] = p_b.e[j] != 0.0f ? p_b.e[j] * v_unit_scale[h][j][g] : 0.0f;
+        }
+      }
+    }
+    // O^T += V^T P^T, two 8-dim tiles (of one group) at a time.
+    #pragma unroll
+    for (int i = 0; i < TILES; i += 2) {
+      const int g = i / TILES_PER_GROUP;
+      #pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        fa_frag v_frag[2];
+        #pragma unroll
+        for (int t = 0; t < 2; ++t) {
+          #pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            v_frag[t].e[j] = now.v_codes[h][j][g][(i + t) % TILES_PER_GROUP];
+          }
+        }
+        fa_mma2_any_b(out_frag[i], out_frag[i + 1], v_frag[0], v_frag[1], weights[g][h], out_frag[i], out_frag[i + 1]);
+      }
     }
   }
 }
-}  // pass
 
 // Each row's denominator and V bias term over the lanes that hold it; then the simdgroups merge
 // through threadgroup memory, as in decode_attention.metal.
 #pragma unroll
 for (int j = 0; j < 2; ++j) {
-  row_sum[j] += simd_shuffle_xor(row_sum[j], ushort(FA_FRAG_COL_XOR0));
-  row_sum[j] += simd_shuffle_xor(row_sum[j], ushort(FA_FRAG_COL_XOR1));
-  row_sum[j] += simd_shuffle_xor(row_sum[j], ushort(FA_FRAG_COL_XOR2));
+  row_sum[j] = fa_frag_col_sum(row_sum[j]);
   #pragma unroll
   for (int g = 0; g < GROUPS; ++g) {
-    bias_sum[g][j] += simd_shuffle_xor(bias_sum[g][j], ushort(FA_FRAG_COL_XOR0));
-    bias_sum[g][j] += simd_shuffle_xor(bias_sum[g][j], ushort(FA_FRAG_COL_XOR1));
-    bias_sum[g][j] += simd_shuffle_xor(bias_sum[g][j], ushort(FA_FRAG_COL_XOR2));
+    bias_sum[g][j] = fa_frag_col_sum(bias_sum[g][j]);
   }
 }
 threadgroup float tg_max[NSG * ROWS];

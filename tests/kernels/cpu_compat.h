@@ -231,6 +231,42 @@ inline void fa_cpu_mma_m16n8k8(const float (&a)[4], const float (&b)[2], const f
   }
 }
 
+// mma.sync.m16n8k16 with f16 or bf16 operands (T), as PTX's fragment tables state them: lane
+// (g, t) holds A (g, 2t + h), (g + 8, 2t + h), (g, 2t + 8 + h), (g + 8, 2t + 8 + h) in the halves h
+// of its registers 0..3; B (2t + h, g), (2t + 8 + h, g) in registers 0 and 1; C and D as m16n8k8.
+// Products of 16-bit values are exact in float.
+template <typename T>
+inline void fa_cpu_mma_m16n8k16(const uint32_t (&a)[4], const uint32_t (&b)[2], const float (&c)[4], float (&d)[4]) {
+  float all_a[8][32], all_b[4][32], all_c[4][32];
+  const auto element = [](uint32_t word, int h) { return float(as_type<T>(uint16_t(word >> (16 * h)))); };
+  for (int i = 0; i < 8; ++i) {
+    fa_cpu_simd_gather(element(a[i / 2], i % 2), all_a[i]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    fa_cpu_simd_gather(element(b[i / 2], i % 2), all_b[i]);
+    fa_cpu_simd_gather(c[i], all_c[i]);
+  }
+  float A[16][16], B[16][8], C[16][8];
+  for (uint lane = 0; lane < 32; ++lane) {
+    const uint g = lane / 4, t = lane % 4;
+    for (int i = 0; i < 8; ++i) {  // register i / 2, half i % 2
+      A[g + 8 * (i / 2 % 2)][2 * t + 8 * (i / 4) + i % 2] = all_a[i][lane];
+    }
+    for (int i = 0; i < 4; ++i) {
+      B[2 * t + 8 * (i / 2) + i % 2][g] = all_b[i][lane];
+      C[g + 8 * (i / 2)][2 * t + i % 2] = all_c[i][lane];
+    }
+  }
+  const uint lane = fa_cpu_tid % 32, g = lane / 4, t = lane % 4;
+  for (int i = 0; i < 4; ++i) {
+    const uint row = g + 8 * (i / 2), col = 2 * t + i % 2;
+    float sum = C[row][col];
+    for (int k = 0; k < 16; ++k) {
+      sum += A[row][k] * B[k][col];
+    }
+    d[i] = sum;
+  }
+}
 // Runs body(threadgroup position, thread index) for every thread of every threadgroup.
 template <typename Body>
 inline void fa_cpu_launch(uint3 groups, uint threads, Body body) {

@@ -120,7 +120,7 @@ def _build(text: str) -> ctypes.CDLL:
 
 # Layout "nvidia": metal/cuda_compat.h's matrix section (from FA_HAVE_MMA on: where a lane's
 # elements sit, the row masks, fa_acc_as_b) compiled as it is, but for its two `asm` products,
-# which become the emulated mma.sync of cpu_compat.h (fa_cpu_mma_m16n8k8, PTX's tables).
+# which become the emulated mma.sync of cpu_compat.h (fa_cpu_mma_m16n8k8 / k16, PTX's tables).
 NVIDIA_PRELUDE = """
 #define __shfl_sync(mask, x, from) simd_shuffle(x, ushort(from))
 inline uint32_t __float_as_uint(float x) { return as_type<uint32_t>(x); }
@@ -145,16 +145,25 @@ inline void fa_mma2_any_b(F& d0, F& d1, F a0, F a1, F b, F c0, F c1) {
   fa_mma2(d0, d1, a0, a1, lo, c0, c1);
   fa_mma2(d0, d1, a0, a1, hi, d0, d1);
 }
+template <typename T, typename F, typename F16>
+inline void fa_mma2_16(F& d0, F& d1, F16 a0, F16 a1, F16 b, F c0, F c1) {
+  const uint32_t a[4] = {a0.w[0], a1.w[0], a0.w[1], a1.w[1]}, bb[2] = {b.w[0], b.w[1]};
+  const float c[4] = {c0.e[0], c0.e[1], c1.e[0], c1.e[1]};
+  float d[4];
+  fa_cpu_mma_m16n8k16<T>(a, bb, c, d);
+  d0.e[0] = d[0], d0.e[1] = d[1], d1.e[0] = d[2], d1.e[1] = d[3];
+}
 """
-ASM_PRODUCT = re.compile(r"template <typename F>\nMETAL_FUNC void fa_mma2(_any_b)?\(.*?\n}\n", re.S)
+ASM_PRODUCT = re.compile(r"template <typename (F|T, typename F, typename F16)>\nMETAL_FUNC void fa_mma2(_any_b|_16)?\(.*?\n}\n",
+                         re.S)
 
 
 def nvidia_fragments() -> str:
-    """cuda_compat.h's matrix section for the CPU, its asm products emulated."""
+    """cuda_compat.h's matrix section for the CPU, its three asm products emulated."""
     text = gpu.read_kernel_file(gpu.CUDA_COMPAT)
     section = text[text.index("#define FA_HAVE_MMA"):]
     kept, n = ASM_PRODUCT.subn("", section)
-    assert n == 2 and "asm" not in kept, "cuda_compat.h's matrix products changed shape"
+    assert n == 3 and "asm" not in kept, "cuda_compat.h's matrix products changed shape"
     return NVIDIA_PRELUDE + kept + NVIDIA_PRODUCTS
 
 

@@ -116,13 +116,16 @@ def test_emulated_single_pass_with_8_simdgroups(case):
 
 # metal/quantized_decode_mma.metal (the quantized cases above with f16 / bf16 queries and D <= 128
 # take it) at edges of its own: two row tiles (G * L = 16 and 12 rows, 8 a tile), every code width
-# and group size, D = 32 and 96 (one group and three), and key ranges that leave blocks empty.
+# and group size, D = 32 and 96 (one group and three), key ranges that leave blocks empty, and
+# both kinds of score operands (gpu.score_mantissa): 16-bit in bf16 (4-bit codes) and f16 (8- and
+# 2-bit), 32-bit for 2-bit codes in groups of 32.
 MMA_CASES = [
     edge_case(S=257, D=128, H_q=32, H_kv=2, bits=4, group_size=32, mask="bool_hidden_row"),
     edge_case(S=33, D=64, L=3, H_q=8, H_kv=2, bits=8, group_size=64, mask="causal", dtype=mx.float16),
     edge_case(S=130, D=96, H_q=4, H_kv=1, bits=2, group_size=32, mask="additive"),
     edge_case(S=200, D=32, H_q=8, H_kv=8, bits=4, group_size=32, key_ranges=[[150, 50], [0, 1]]),
     edge_case(S=129, D=128, H_q=4, H_kv=2, bits=4, group_size=128, mask="causal", L=2),
+    edge_case(S=47, D=64, H_q=8, H_kv=1, bits=2, group_size=64, dtype=mx.float16),
 ]
 
 
@@ -160,5 +163,19 @@ def test_emulated_quantized_matrices_with_64_bit_offsets(case):
 def test_emulated_quantized_without_matrices(case):
     """decode_attention.metal keeps f32 queries and D > 128: f16 / bf16 cases through it too."""
     with emulated_gpu(), gpu_constants(QUANTIZED_MMA=False):
+        check_parity(case, "cuda")
+        _check_requests(case, "cuda")
+
+
+@pytest.mark.parametrize("layout", ["apple", "nvidia"])
+@pinned(MMA_CASES[:2] + MMA_CASES[4:])
+@settings(phases=[Phase.explicit])
+@given(case=short_cases())
+def test_emulated_quantized_matrices_with_32_bit_scores(layout, case):
+    """The score product's other form: 32-bit operands (tf32 on NVIDIA), which the kernel takes
+    where 16-bit ones cannot hold the codes (8-bit codes with bf16 queries, or a lane's codes of a
+    group less than a word), forced on cases that would take 16-bit ones; split."""
+    assert gpu.score_mantissa(case.dtype, case.bits, case.group_size) != 0
+    with emulated_gpu(layout), gpu_constants(SCORES16=False, SINGLE_PASS_MAX_S=0):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")

@@ -43,10 +43,10 @@ def test_python_side_holds_no_kernel_code():
 
 
 def test_compat_header_is_small():
-    """Small enough to review by eye: about 85 lines of names, helpers and launch bounds, and 40
+    """Small enough to review by eye: about 85 lines of names, helpers and launch bounds, and 60
     that map simdgroup matrix products to mma.sync."""
     lines = [l for l in (ROOT / "metal" / gpu.CUDA_COMPAT).read_text().splitlines() if l.strip()]
-    assert len(lines) <= 130
+    assert len(lines) <= 150
 
 
 # Problems that cover every branch of the bodies (not the full product of variants).
@@ -59,6 +59,7 @@ CASES = [
     (True, mx.float16, "additive", 64, 2, 1, 8, 8),
     (True, mx.float32, "bool", 256, 8, 1, 4, 2),
     (True, mx.bfloat16, "bool", 96, 8, 3, 16, 2),
+    (True, mx.float16, "causal", 64, 8, 2, 8, 4),
 ]
 
 
@@ -127,3 +128,17 @@ def test_quantized_kernel_choice(monkeypatch):
     assert body(mx.float32, 128) == body(mx.bfloat16, 256) == "decode_attention.metal"
     with gpu_constants(QUANTIZED_MMA=False):
         assert body(mx.bfloat16, 128) == "decode_attention.metal"
+
+
+def test_score_operand_choice():
+    """The matrix kernel's scores take 16-bit operands (SCORE_MANTISSA: the query type's mantissa)
+    where a code 1 + c / 2^bits is exact in the query type and a lane's GS / 4 codes of a group
+    are whole 32-bit words; 32-bit operands otherwise, and always with gpu.SCORES16 off."""
+    assert gpu.score_mantissa(mx.bfloat16, 4, 32) == gpu.score_mantissa(mx.bfloat16, 2, 64) == 7
+    assert gpu.score_mantissa(mx.float16, 8, 32) == gpu.score_mantissa(mx.float16, 4, 128) == 10
+    assert gpu.score_mantissa(mx.bfloat16, 8, 64) == 0  # 8 bits do not fit bf16's 7
+    assert gpu.score_mantissa(mx.float16, 2, 32) == 0  # 16 bits of a group a lane
+    launch = gpu.decode_launch(_problem(True, mx.float16, None, 64, 8, 1, 8, 2), quantized=True)
+    assert ("SCORE_MANTISSA", 10) in launch["call"]["template"]
+    with gpu_constants(SCORES16=False):
+        assert gpu.score_mantissa(mx.bfloat16, 4, 64) == 0
