@@ -1,7 +1,9 @@
 """Host time of a decode call on the "cuda" path with the kernels stubbed: what Python adds to a
 call before MLX's own kernel call. Runs anywhere (no GPU): the stub returns fresh zeros.
 
-    python ci/host_cost.py          # µs per call: checks, launch set-up, gpu path, public call
+    python ci/host_cost.py [B S [q4]]   # µs per call: checks, launch set-up, gpu path, public call
+
+q4: the quantized call (4-bit K/V, group size 64) instead of the bf16 one.
 """
 import sys
 import time
@@ -36,24 +38,34 @@ def per_call_us(fn, calls=20000, samples=5):
     return best * 1e6
 
 
-def main(B=1, S=2048):
+def main(B=1, S=2048, fmt="bf16"):
     gpu._kernel = StubKernel
     available = backends._is_available
     backends._is_available = lambda name: name == "cuda" or available(name)
     q = mx.random.normal((B, 32, 1, 128)).astype(mx.bfloat16)
     k = mx.random.normal((B, 8, S, 128)).astype(mx.bfloat16)
+    quantized = fmt == "q4"
+    if quantized:
+        k = fa.quantize_kv(k, bits=4, group_size=64)
+        make = lambda: _problem.quantized_problem(q, k, k, None, None, None, 4, 64)  # noqa: E731
+        public = lambda: fa.quantized_decode_attention(q, k, k, backend="cuda")  # noqa: E731
+        gpu_path = gpu.quantized_decode_attention
+    else:
+        make = lambda: _problem.plain_problem(q, k, k, None, None, None)  # noqa: E731
+        public = lambda: fa.decode_attention(q, k, k, backend="cuda")  # noqa: E731
+        gpu_path = gpu.decode_attention
     mx.eval(q, k)
-    problem = _problem.plain_problem(q, k, k, None, None, None)
+    problem = make()
     rows = {
         "mx.zeros x2 (the stub's own cost)": lambda: (mx.zeros(q.shape, q.dtype), mx.zeros((1,), mx.float32)),
-        "argument checks (repeat signature)": lambda: _problem.plain_problem(q, k, k, None, None, None),
-        "launch set-up": lambda: gpu._launch_inputs(problem, False, problem.shape),
-        "gpu path (set-up + stubbed kernels)": lambda: gpu.decode_attention(problem),
-        "public call": lambda: fa.decode_attention(q, k, k, backend="cuda"),
+        "argument checks (repeat signature)": make,
+        "launch set-up": lambda: gpu._launch_inputs(problem, quantized, problem.shape),
+        "gpu path (set-up + stubbed kernels)": lambda: gpu_path(problem),
+        "public call": public,
     }
     for name, fn in rows.items():
         print(f"{name:40s} {per_call_us(fn):6.2f} µs")
 
 
 if __name__ == "__main__":
-    main(*(int(x) for x in sys.argv[1:3]))
+    main(*(int(x) for x in sys.argv[1:3]), *sys.argv[3:4])
