@@ -200,35 +200,39 @@ inline void simdgroup_multiply_accumulate(simdgroup_matrix<float, 8, 8>& d, cons
 inline float fa_cpu_tf32(float x) {
   return as_type<float>(as_type<uint32_t>(x) & 0xFFFFE000u);
 }
+// This lane's four elements of D = A B + C, A (16 x K) and B (K x 8) gathered whole: its own C
+// elements c[i] sit at the same (row, col) as its D elements, for either k.
+template <int K>
+inline void fa_cpu_mma_lane(const float (&A)[16][K], const float (&B)[K][8], const float (&c)[4], float (&d)[4]) {
+  const uint lane = fa_cpu_tid % 32, g = lane / 4, t = lane % 4;
+  for (int i = 0; i < 4; ++i) {
+    const uint row = g + 8 * (i / 2), col = 2 * t + i % 2;
+    float sum = c[i];
+    for (int k = 0; k < K; ++k) {
+      sum += A[row][k] * B[k][col];
+    }
+    d[i] = sum;
+  }
+}
 inline void fa_cpu_mma_m16n8k8(const float (&a)[4], const float (&b)[2], const float (&c)[4], float (&d)[4]) {
-  float all_a[4][32], all_b[2][32], all_c[4][32];
+  float all_a[4][32], all_b[2][32];
   for (int i = 0; i < 4; ++i) {
     fa_cpu_simd_gather(a[i], all_a[i]);
-    fa_cpu_simd_gather(c[i], all_c[i]);
   }
   for (int i = 0; i < 2; ++i) {
     fa_cpu_simd_gather(b[i], all_b[i]);
   }
-  float A[16][8], B[8][8], C[16][8];
+  float A[16][8], B[8][8];
   for (uint lane = 0; lane < 32; ++lane) {
     const uint g = lane / 4, t = lane % 4;
     for (int i = 0; i < 4; ++i) {
       A[g + 8 * (i % 2)][t + 4 * (i / 2)] = fa_cpu_tf32(all_a[i][lane]);
-      C[g + 8 * (i / 2)][2 * t + i % 2] = all_c[i][lane];
     }
     for (int i = 0; i < 2; ++i) {
       B[t + 4 * i][g] = fa_cpu_tf32(all_b[i][lane]);
     }
   }
-  const uint lane = fa_cpu_tid % 32, g = lane / 4, t = lane % 4;
-  for (int i = 0; i < 4; ++i) {
-    const uint row = g + 8 * (i / 2), col = 2 * t + i % 2;
-    float sum = C[row][col];
-    for (int k = 0; k < 8; ++k) {
-      sum += A[row][k] * B[k][col];
-    }
-    d[i] = sum;
-  }
+  fa_cpu_mma_lane(A, B, c, d);
 }
 
 // mma.sync.m16n8k16 with f16 or bf16 operands (T), as PTX's fragment tables state them: lane
@@ -237,16 +241,15 @@ inline void fa_cpu_mma_m16n8k8(const float (&a)[4], const float (&b)[2], const f
 // Products of 16-bit values are exact in float.
 template <typename T>
 inline void fa_cpu_mma_m16n8k16(const uint32_t (&a)[4], const uint32_t (&b)[2], const float (&c)[4], float (&d)[4]) {
-  float all_a[8][32], all_b[4][32], all_c[4][32];
+  float all_a[8][32], all_b[4][32];
   const auto element = [](uint32_t word, int h) { return float(as_type<T>(uint16_t(word >> (16 * h)))); };
   for (int i = 0; i < 8; ++i) {
     fa_cpu_simd_gather(element(a[i / 2], i % 2), all_a[i]);
   }
   for (int i = 0; i < 4; ++i) {
     fa_cpu_simd_gather(element(b[i / 2], i % 2), all_b[i]);
-    fa_cpu_simd_gather(c[i], all_c[i]);
   }
-  float A[16][16], B[16][8], C[16][8];
+  float A[16][16], B[16][8];
   for (uint lane = 0; lane < 32; ++lane) {
     const uint g = lane / 4, t = lane % 4;
     for (int i = 0; i < 8; ++i) {  // register i / 2, half i % 2
@@ -254,18 +257,9 @@ inline void fa_cpu_mma_m16n8k16(const uint32_t (&a)[4], const uint32_t (&b)[2], 
     }
     for (int i = 0; i < 4; ++i) {
       B[2 * t + 8 * (i / 2) + i % 2][g] = all_b[i][lane];
-      C[g + 8 * (i / 2)][2 * t + i % 2] = all_c[i][lane];
     }
   }
-  const uint lane = fa_cpu_tid % 32, g = lane / 4, t = lane % 4;
-  for (int i = 0; i < 4; ++i) {
-    const uint row = g + 8 * (i / 2), col = 2 * t + i % 2;
-    float sum = C[row][col];
-    for (int k = 0; k < 16; ++k) {
-      sum += A[row][k] * B[k][col];
-    }
-    d[i] = sum;
-  }
+  fa_cpu_mma_lane(A, B, c, d);
 }
 // Runs body(threadgroup position, thread index) for every thread of every threadgroup.
 template <typename Body>
