@@ -93,8 +93,9 @@ SCORES16 = True
 # against ptxas' 158 (3 an SM): B = 32, S = 32768: 1140.9 against 1193.5 µs (Nsight Compute:
 # 82.8% of DRAM bandwidth against 77.2%); B = 32, S = 2048: 159.9 against 179.7; B = 8,
 # S = 8192: 156.2 against 161.5; B = 1 within the noise. The 4-bit matrix kernel spills at 3 or 4
-# (164 / 344 bytes) and was 1.4-1.7x slower: it keeps ptxas' choice (252 registers since its
-# 32-bit offsets; 2 an SM).
+# (164 / 344 bytes) and was 1.4-1.7x slower: it keeps ptxas' choice (238 registers since its
+# 16-bit scores, 235 by NVRTC on the H200; 2 an SM; at 3 it spills 186 bytes: 879.4 against 808.5 µs
+# at B = 32, S = 32768, docs/h200/scores16/sweep-variants.log).
 SPLIT_THREADGROUPS_PER_SM = 4
 QUANTIZED_MMA_THREADGROUPS_PER_SM = 0
 
