@@ -265,8 +265,9 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
     else:
         outputs = dict(output_shapes=[(N, H_q, L, NB, D), (N, H_q, L, NB, 2)],
                        output_dtypes=[mx.float32, mx.float32])
-        merge_args = dict(template=[("T", dtype), ("D", D)], grid=(N * H_q * L * D, 1, 1), threadgroup=(D, 1, 1),
-                          output_shapes=[out_shape], output_dtypes=[dtype])
+        merge_threads = math.ceil(D / SIMD_WIDTH) * SIMD_WIDTH  # whole simdgroups: it shuffles
+        merge_args = dict(template=[("T", dtype), ("D", D)], grid=(N * H_q * L * merge_threads, 1, 1),
+                          threadgroup=(merge_threads, 1, 1), output_shapes=[out_shape], output_dtypes=[dtype])
     if per_sm:
         name += f"_{per_sm}_per_sm"
     defines = (("FA_SINGLE_PASS", int(single_pass)),)

@@ -1,17 +1,53 @@
 // Merge the per-block online-softmax states of decode_attention.metal and normalise.
 //
 // Body of mx.fast.metal_kernel / mx.fast.cuda_kernel. One threadgroup per query row, one
-// thread per output element: grid (rows * D, 1, 1), threadgroup (D, 1, 1), rows = N * H_q * L.
-// Blocks are merged in block order, so the result is the same whatever the batch around it.
-// A row whose blocks all saw no key (fully masked) gets zeros.
+// thread per output element: grid (rows * THREADS, 1, 1), threadgroup (THREADS, 1, 1), THREADS =
+// D rounded up to whole simdgroups (lanes past D read dim D - 1 and write nothing), rows =
+// N * H_q * L. The merge is latency-bound (a few KB a row, read right after they were written):
+// lane i of every simdgroup reads block i's max and denominator, so each simdgroup has the row's
+// states in one load a lane, with no barrier, and a thread's 32 loads of its output element are
+// all issued before the first is used. The weights reach every thread by shuffles, and the sums
+// run in block order, so the result is the same whatever the batch around it. A row whose blocks
+// all saw no key (fully masked) gets zeros.
 // Template constants: T (output dtype), D.
 
-const int d = int(thread_index_in_threadgroup);
+constexpr int BLOCKS_AT_ONCE = 32;  // a simdgroup's lanes: one block's state each
+const int d = metal::min(int(thread_index_in_threadgroup), D - 1);
+const int lane = int(thread_index_in_simdgroup);
 const int64_t row = int64_t(threadgroup_position_in_grid.x);
 const int NB = stats_partial_shape[3];
-float m_all;
-float l_all;
-const float o = fa_merge_states(
-    stats_partial + row * NB * 2, stats_partial + row * NB * 2 + 1, 2,
-    out_partial + row * NB * D + d, D, NB, m_all, l_all);
-out[row * D + d] = static_cast<T>(fa_normalise(o, l_all));
+const auto stats = stats_partial + row * NB * 2;
+const auto o_row = out_partial + row * NB * D + d;
+
+float m_all = -INFINITY;
+for (int first = 0; first < NB; first += BLOCKS_AT_ONCE) {
+  float m = first + lane < NB ? stats[(first + lane) * 2] : -INFINITY;
+  #pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    m = metal::max(m, simd_shuffle_xor(m, ushort(offset)));
+  }
+  m_all = metal::max(m_all, m);
+}
+float o_all = 0.0f;
+float l_all = 0.0f;
+for (int first = 0; first < NB; first += BLOCKS_AT_ONCE) {
+  const int count = metal::min(BLOCKS_AT_ONCE, NB - first);
+  const bool mine = lane < count;
+  const float m = mine ? stats[(first + lane) * 2] : -INFINITY;
+  const float l = mine ? stats[(first + lane) * 2 + 1] : 0.0f;
+  const float w = m == -INFINITY ? 0.0f : fa_exp2(m - m_all);  // 0 for a state that saw no key
+  float o[BLOCKS_AT_ONCE];
+  #pragma unroll
+  for (int i = 0; i < BLOCKS_AT_ONCE; ++i) {
+    o[i] = i < count ? o_row[int64_t(first + i) * D] : 0.0f;
+  }
+  #pragma unroll
+  for (int i = 0; i < BLOCKS_AT_ONCE; ++i) {
+    const float w_i = simd_shuffle(w, ushort(i));
+    o_all += w_i * o[i];
+    l_all += w_i * simd_shuffle(l, ushort(i));
+  }
+}
+if (int(thread_index_in_threadgroup) < D) {
+  out[row * D + d] = static_cast<T>(fa_normalise(o_all, l_all));
+}

@@ -7,6 +7,8 @@ cases both in one block (S <= gpu.SINGLE_PASS_MAX_S) and split into blocks merge
 launch. A change to a kernel is checked here, CI included, before it reaches a GPU.
 """
 
+import math
+
 import mlx.core as mx
 import pytest
 from hypothesis import Phase, given, settings
@@ -79,6 +81,29 @@ def test_emulated_split_blocks(case):
             two = run_case(case, "cuda")
     if case.dims[5] <= gpu.MIN_BLOCK:
         assert mx.array_equal(one, two), f"single pass != two launches with one block: {case}"
+
+
+# merge_partials.metal over more blocks than a simdgroup has lanes (its loop of 32 blocks at a
+# time), with blocks that see no key (a hidden row, an empty range), and D = 8 and 72, whose
+# merge threadgroups have lanes past D. Tiny blocks make NB = 33 to 100 at short S.
+MANY_BLOCKS_CASES = [
+    edge_case(S=130, D=8, H_q=8, H_kv=1, mask="bool_hidden_row"),
+    edge_case(S=257, D=72, H_q=4, H_kv=2, mask="causal", key_ranges=[[3, 250], [100, 0]]),
+    edge_case(S=200, D=32, H_q=8, H_kv=8, bits=4, group_size=32, key_ranges=[[150, 50], [0, 1]]),
+]
+
+
+@pytest.mark.parametrize("target_blocks", [64, 128])
+@pinned(MANY_BLOCKS_CASES)
+@settings(phases=[Phase.explicit])
+@given(case=short_cases())
+def test_emulated_merge_of_many_blocks(target_blocks, case):
+    """Oracle parity and batch invariance with blocks of 2-8 keys: 33 to 100 states a row."""
+    with emulated_gpu(), gpu_constants(SINGLE_PASS_MAX_S=0, MIN_BLOCK=1, TARGET_BLOCKS=target_blocks):
+        S = case.dims[5]
+        assert math.ceil(S / gpu.block_keys(S)) > 32
+        check_parity(case, "cuda")
+        _check_requests(case, "cuda")
 
 
 # Query rows against the lanes of a key (metal/decode_attention.metal's reduce-scatter): more
