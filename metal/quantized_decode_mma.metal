@@ -86,19 +86,27 @@ const auto q_at = q + layer * q_strides[0] + request * q_strides[1];
 // 16-dim tile in T, as loaded.
 fa_frag q_frag[TILES];
 fa_frag16 q16[TILES16];
-#pragma unroll
-for (int e = 0; e < 4; ++e) {
-  const int j = e % 2;
-  const int r = SCORES16 ? fa_frag16_col_b(lane, e) : fa_frag_col_b(lane, j);
-  const bool live = FA_ROW_LIVE(r);
-  const auto q_row = FA_Q_ROW(r);
+if (SCORES16) {
   #pragma unroll
-  for (int i = 0; i < (SCORES16 ? TILES16 : TILES); ++i) {
-    if (SCORES16) {
+  for (int e = 0; e < 4; ++e) {  // element e: the low (even e) or high half of word e / 2
+    const int r = fa_frag16_col_b(lane, e);
+    const bool live = FA_ROW_LIVE(r);
+    const auto q_row = FA_Q_ROW(r);
+    #pragma unroll
+    for (int i = 0; i < TILES16; ++i) {
       const int d = fa_qmma_score_dim16<GS, BITS>(i, fa_frag16_k_b(lane, e));
       const uint32_t bits = live ? as_type<ushort>(q_row[d * q_strides[4]]) : 0u;
-      q16[i].w[e / 2] = j == 0 ? bits : q16[i].w[e / 2] | bits << 16;
-    } else if (e < 2) {
+      q16[i].w[e / 2] = e % 2 == 0 ? bits : q16[i].w[e / 2] | bits << 16;
+    }
+  }
+} else {
+  #pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int r = fa_frag_col_b(lane, j);
+    const bool live = FA_ROW_LIVE(r);
+    const auto q_row = FA_Q_ROW(r);
+    #pragma unroll
+    for (int i = 0; i < TILES; ++i) {
       const int d = fa_qmma_score_dim<GS>(i, fa_frag_row_b(lane, j));
       q_frag[i].e[j] = live ? float(q_row[d * q_strides[4]]) : 0.0f;
     }
