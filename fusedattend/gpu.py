@@ -128,16 +128,28 @@ def on_metal() -> bool:
     return mx.metal.is_available()
 
 
+def compact_source(text: str) -> str:
+    """text without comments, indentation or blank lines. MLX builds each kernel's whole source
+    string again on every call (custom_kernel.cpp's build_kernel), so its length is host time a
+    call. A blank line that ends a macro (after a line ending in a backslash) stays."""
+    lines = []
+    for line in text.splitlines():
+        code = line.split("//", 1)[0].strip()  # the kernels hold no "//" but in comments
+        if code or (lines and lines[-1].endswith("\\")):
+            lines.append(code)
+    return "\n".join(lines) + "\n"
+
+
 def kernel_sources(body_file: str, defines=(), launch_bounds=None):
     """(source, header) exactly as handed to mx.fast.{metal,cuda}_kernel on this platform.
 
     launch_bounds: (threads, threadgroups an SM) for CUDA's __launch_bounds__, or None."""
-    body = "\n" + "".join(f"#define {k} {v}\n" for k, v in defines) + read_kernel_file(body_file)
+    body = "".join(f"#define {k} {v}\n" for k, v in defines) + read_kernel_file(body_file)
     header = "".join(read_kernel_file(h) for h in HEADER_FILES)
-    if on_metal():
-        return body, header
-    bounds = "#define FA_LAUNCH_BOUNDS {}, {}\n".format(*launch_bounds) if launch_bounds else ""
-    return CUDA_THREAD_ATTRIBUTES + body, bounds + read_kernel_file(CUDA_COMPAT) + header
+    if not on_metal():
+        bounds = "#define FA_LAUNCH_BOUNDS {}, {}\n".format(*launch_bounds) if launch_bounds else ""
+        body, header = CUDA_THREAD_ATTRIBUTES + body, bounds + read_kernel_file(CUDA_COMPAT) + header
+    return "\n" + compact_source(body), compact_source(header)
 
 
 @functools.lru_cache(maxsize=None)

@@ -6,11 +6,15 @@ Rows: a custom kernel that does nothing (MLX's floor per kernel); two such kerne
 and with the second reading the first's output (what a dependency between launches costs); on
 the split path (gpu.SINGLE_PASS_MAX_S = 0, whatever S): the decode kernel alone, the merge kernel
 alone on partials evaluated beforehand, decode + merge without argument checks; the public call
-as the default schedule makes it; mx.fast.scaled_dot_product_attention for comparison. Writes $OUT/overhead_B_S.json.
+as the default schedule makes it; mx.fast.scaled_dot_product_attention for comparison. Then host
+time alone (calls made and dropped, never evaluated; best of 5 x 200): the decode kernel's call
+with its sources as gpu.kernel_sources hands them to MLX (gpu.compact_source) and as the files
+read, the public call, and mx.fast.sdpa. Writes $OUT/overhead_B_S.json.
 """
 import json
 import os
 import sys
+import time
 
 import mlx.core as mx
 
@@ -59,6 +63,32 @@ def main():
         "mx.fast.sdpa": lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=128 ** -0.5),
     }
     result = {name: round(queued_us(fn), 1) for name, fn in rows.items()}
+
+    def uncompacted_kernel():
+        body = "\n" + gpu.CUDA_THREAD_ATTRIBUTES + "".join(f"#define {k} {v}\n" for k, v in launch["defines"]) + \
+            gpu.read_kernel_file(launch["body_file"])
+        bounds = "#define FA_LAUNCH_BOUNDS {}, {}\n".format(*launch["launch_bounds"]) if launch["launch_bounds"] else ""
+        header = bounds + gpu.read_kernel_file(gpu.CUDA_COMPAT) + "".join(gpu.read_kernel_file(h) for h in gpu.HEADER_FILES)
+        return mx.fast.cuda_kernel(name=launch["name"] + "_uncompacted", input_names=list(launch["input_names"]),
+                                   output_names=list(launch["output_names"]), source=body, header=header,
+                                   ensure_row_contiguous=False)
+
+    full = uncompacted_kernel()
+    mx.eval(full(**launch["call"]))
+    host_rows = {
+        "host: decode kernel call, compacted sources": lambda: decode(**launch["call"]),
+        "host: decode kernel call, sources as read": lambda: full(**launch["call"]),
+        "host: fa.decode_attention": lambda: fa.decode_attention(q, k, v, backend="cuda"),
+        "host: mx.fast.sdpa": lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=128 ** -0.5),
+    }
+    for name, fn in host_rows.items():
+        samples = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(200):
+                fn()
+            samples.append((time.perf_counter() - t0) / 200 * 1e6)
+        result[name] = round(min(samples), 2)
     result.update(B=B, S=S)
     print(json.dumps(result), flush=True)
     with open(os.path.join(os.environ.get("OUT", "."), f"overhead_{B}_{S}.json"), "w") as f:

@@ -49,6 +49,24 @@ def test_compat_header_is_small():
     assert len(lines) <= 150
 
 
+def test_sources_reach_mlx_compacted():
+    """gpu.kernel_sources drops comments, indentation and blank lines (MLX copies the whole text
+    into every call) and nothing else: every code line of the files is there, in order."""
+    cases = [("decode_attention.metal", (("FA_QUANTIZED", 1), ("FA_SINGLE_PASS", 0)), (128, 4)),
+             ("quantized_decode_mma.metal", (("FA_SINGLE_PASS", 1),), None), ("merge_partials.metal", (), None)]
+    for body_file, defines, bounds in cases:
+        source, header = gpu.kernel_sources(body_file, defines, bounds)
+        assert "//" not in source + header
+        files = ([] if gpu.on_metal() else [gpu.CUDA_COMPAT]) + [*gpu.HEADER_FILES, body_file]
+        code = [line.split("//")[0].strip() for name in files for line in gpu.read_kernel_file(name).splitlines()]
+        sent = (header + source).splitlines()
+        it = iter(sent)
+        assert all(any(line == got for got in it) for line in code if line), body_file
+        assert len(header + source) < 0.7 * sum(len(gpu.read_kernel_file(name)) for name in files)
+    assert gpu.compact_source("#define A(x) x \\\n\n  y // z\n  // only a comment\n\nw\n") == \
+        "#define A(x) x \\\n\ny\nw\n"  # the blank line that ends the macro stays
+
+
 # Problems that cover every branch of the bodies (not the full product of variants).
 CASES = [
     # quantized, dtype, mask, D, bits, L, H_q, H_kv
