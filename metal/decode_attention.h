@@ -393,8 +393,8 @@ METAL_FUNC void fa_qmma_load_tile(
 // m[i * ml_stride], denominator l[i * ml_stride] and unnormalised output o[i * o_stride]. Returns
 // the merged unnormalised output and sets the merged max and denominator. States that saw no key
 // have m = -inf and weigh nothing. The order is fixed, so the result never depends on scheduling.
-// The loops are unrolled so that several states' loads are in flight at once (they come from
-// device memory, with its latency, when the count is the number of key blocks).
+// The decode kernels merge their simdgroups' states with it, from threadgroup memory; the key
+// blocks' states, in device memory, merge in merge_partials.metal, lanes holding the blocks.
 template <typename PM, typename PO>
 METAL_FUNC float fa_merge_states(
     PM m, PM l, int ml_stride, PO o, int o_stride, int count,
