@@ -140,15 +140,18 @@ def compact_source(text: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def kernel_sources(body_file: str, defines=(), launch_bounds=None):
+def kernel_sources(body_file: str, defines=(), launch_bounds=None, compact=True):
     """(source, header) exactly as handed to mx.fast.{metal,cuda}_kernel on this platform.
 
-    launch_bounds: (threads, threadgroups an SM) for CUDA's __launch_bounds__, or None."""
+    launch_bounds: (threads, threadgroups an SM) for CUDA's __launch_bounds__, or None.
+    compact=False: the files' text as it is (for ci/gpu/overhead.py's comparison)."""
     body = "".join(f"#define {k} {v}\n" for k, v in defines) + read_kernel_file(body_file)
     header = "".join(read_kernel_file(h) for h in HEADER_FILES)
     if not on_metal():
         bounds = "#define FA_LAUNCH_BOUNDS {}, {}\n".format(*launch_bounds) if launch_bounds else ""
         body, header = CUDA_THREAD_ATTRIBUTES + body, bounds + read_kernel_file(CUDA_COMPAT) + header
+    if not compact:
+        return "\n" + body, header
     return "\n" + compact_source(body), compact_source(header)
 
 

@@ -64,16 +64,10 @@ def main():
     }
     result = {name: round(queued_us(fn), 1) for name, fn in rows.items()}
 
-    def uncompacted_kernel():
-        body = "\n" + gpu.CUDA_THREAD_ATTRIBUTES + "".join(f"#define {k} {v}\n" for k, v in launch["defines"]) + \
-            gpu.read_kernel_file(launch["body_file"])
-        bounds = "#define FA_LAUNCH_BOUNDS {}, {}\n".format(*launch["launch_bounds"]) if launch["launch_bounds"] else ""
-        header = bounds + gpu.read_kernel_file(gpu.CUDA_COMPAT) + "".join(gpu.read_kernel_file(h) for h in gpu.HEADER_FILES)
-        return mx.fast.cuda_kernel(name=launch["name"] + "_uncompacted", input_names=list(launch["input_names"]),
-                                   output_names=list(launch["output_names"]), source=body, header=header,
-                                   ensure_row_contiguous=False)
-
-    full = uncompacted_kernel()
+    body, header = gpu.kernel_sources(launch["body_file"], launch["defines"], launch["launch_bounds"], compact=False)
+    full = mx.fast.cuda_kernel(name=launch["name"] + "_uncompacted", input_names=list(launch["input_names"]),
+                               output_names=list(launch["output_names"]), source=body, header=header,
+                               ensure_row_contiguous=False)
     mx.eval(full(**launch["call"]))
     host_rows = {
         "host: decode kernel call, compacted sources": lambda: decode(**launch["call"]),
