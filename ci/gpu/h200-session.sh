@@ -30,6 +30,15 @@ grid=(tests/parity/test_grids.py::test_grid_a_decode_guard tests/parity/test_qua
 grid_b=(tests/parity/test_grids.py::test_grid_b_mlx_decode_shapes)
 pinned_layouts=(tests/property/test_online_softmax_parity.py::test_quantized_matches_oracle
                 tests/property/test_batch_invariance.py::test_quantized_batch_equals_per_request)
+# sanitized LOG SECONDS TESTS...: the tests under compute-sanitizer --tool $tool, into $OUT/LOG.log
+sanitized() {
+  local log=$1 seconds=$2; shift 2
+  timeout "$seconds" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+    python3 -m pytest "$@" --backend cuda -v -p no:cacheprovider > "$OUT/$log.log" 2>&1
+  echo "$tool rc=$?" >> "$OUT/$log.log"
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|rc=" "$OUT/$log.log" | tail -4
+  grep -E "Race reported" "$OUT/$log.log" | sort | uniq -c
+}
 # The benchmark table of docs/gpu.md (issue 5's shapes, peers in the same run) into $OUT/NAME.*:
 # bench_table NAME SECONDS [more bench options]
 bench_table() {
@@ -56,20 +65,9 @@ case "${1:-}" in
     # racecheck with --kernel-name or --kernel-name-exclude made the sanitizer fail with an
     # internal error on the H200 (docs/h200/scatter/). Look for fa_ in the log.
     for tool in ${SANITIZER_TOOLS:-memcheck racecheck}; do
-      FUSEDATTEND_PEERS_ON_CPU=1 timeout "${SANITIZER_S:-200}" compute-sanitizer --tool "$tool" --error-exitcode 99 \
-        python3 -m pytest "${grid[@]}" --backend cuda -v -p no:cacheprovider > "$OUT/$tool.log" 2>&1
-      echo "$tool rc=$?" >> "$OUT/$tool.log"
-      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|rc=" "$OUT/$tool.log" | tail -4
-      grep -E "Race reported" "$OUT/$tool.log" | sort | uniq -c
-      FUSEDATTEND_PEERS_ON_CPU=1 timeout "${SANITIZER_B_S:-150}" compute-sanitizer --tool "$tool" --error-exitcode 99 \
-        python3 -m pytest "${grid_b[@]}" --backend cuda -v -p no:cacheprovider > "$OUT/$tool-grid-b.log" 2>&1
-      echo "$tool rc=$?" >> "$OUT/$tool-grid-b.log"
-      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|rc=" "$OUT/$tool-grid-b.log" | tail -4
-      grep -E "Race reported" "$OUT/$tool-grid-b.log" | sort | uniq -c
-      HYPOTHESIS_PROFILE=pinned timeout "${SANITIZER_PINNED_S:-150}" compute-sanitizer --tool "$tool" --error-exitcode 99 \
-        python3 -m pytest "${pinned_layouts[@]}" --backend cuda -v -p no:cacheprovider > "$OUT/$tool-layouts.log" 2>&1
-      echo "$tool rc=$?" >> "$OUT/$tool-layouts.log"
-      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|rc=" "$OUT/$tool-layouts.log" | tail -4
+      FUSEDATTEND_PEERS_ON_CPU=1 sanitized "$tool" "${SANITIZER_S:-200}" "${grid[@]}"
+      FUSEDATTEND_PEERS_ON_CPU=1 sanitized "$tool-grid-b" "${SANITIZER_B_S:-150}" "${grid_b[@]}"
+      HYPOTHESIS_PROFILE=pinned sanitized "$tool-layouts" "${SANITIZER_PINNED_S:-150}" "${pinned_layouts[@]}"
     done ;;
   profile)
     timeout "${SWEEP_S:-150}" python3 ci/gpu/schedule_sweep.py ${SWEEP_VARIANTS:-'{}'} > "$OUT/sweep.log" 2>&1; cat "$OUT/sweep.log"
