@@ -70,17 +70,21 @@ def _env_keys(name: str, default: int) -> int:
 # FUSEDATTEND_SINGLE_PASS_MAX_S overrides it (0: always split).
 SINGLE_PASS_MAX_S = _env_keys("FUSEDATTEND_SINGLE_PASS_MAX_S", 512)
 
-# Quantized K/V with f16 / bf16 queries and D <= QUANTIZED_MMA_MAX_D take the simdgroup-matrix
-# kernel (tensor cores on NVIDIA); f32 queries, whose values are not exact in the matrices'
-# operand type there, and larger D (whose output tiles would not fit the registers) take the
-# other. FUSEDATTEND_QUANTIZED_MMA=0 turns it off (for comparisons).
+# Quantized K/V with f16 / bf16 queries and D <= MMA_MAX_D take the simdgroup-matrix kernel
+# (decode_mma.metal; tensor cores on NVIDIA); f32 queries, whose values are not exact in the
+# matrices' operand type there, and larger D (whose output tiles would not fit the registers) take
+# decode_attention.metal. So do plain f16 / bf16 K/V with D a multiple of PLAIN_MMA_D_MULTIPLE (a
+# lane's runs of D / 4 and D / 8 elements then load as whole vectors). FUSEDATTEND_QUANTIZED_MMA=0
+# and FUSEDATTEND_PLAIN_MMA=0 turn them off (for comparisons).
 QUANTIZED_MMA = os.environ.get("FUSEDATTEND_QUANTIZED_MMA", "1").strip() != "0"
-QUANTIZED_MMA_MAX_D = 128
-QUANTIZED_MMA_ROWS = 8  # query rows of a threadgroup: the matrices' rows
+PLAIN_MMA = os.environ.get("FUSEDATTEND_PLAIN_MMA", "1").strip() != "0"
+MMA_MAX_D = 128
+PLAIN_MMA_D_MULTIPLE = 32
+MMA_ROWS = 8  # query rows of a threadgroup: the matrices' rows
 # The matrix kernel computes its loads' offsets in 32 bits when the arrays allow it (checked in
 # the kernel: rows contiguous, every offset within a kv head's rows below 2^31). False keeps
 # 64-bit offsets always (for comparisons, and for tests of that path on contiguous arrays).
-QUANTIZED_OFFSETS32 = True
+MMA_OFFSETS32 = True
 # The matrix kernel's scores on 16-bit operands (f16 / bf16, m16n8k16 on NVIDIA) where a code fits
 # them exactly (score_mantissa); False keeps 32-bit ones (tf32) always (for comparisons and tests).
 SCORES16 = True
@@ -98,8 +102,9 @@ SCORES16 = True
 # at B = 32, S = 32768, docs/h200/scores16/sweep-variants.log).
 SPLIT_THREADGROUPS_PER_SM = 4
 QUANTIZED_MMA_THREADGROUPS_PER_SM = 0
+PLAIN_MMA_THREADGROUPS_PER_SM = 0  # not yet swept on the H200
 
-KERNEL_FILES = ("decode_attention.metal", "merge_partials.metal", "quantized_decode_mma.metal")
+KERNEL_FILES = ("decode_attention.metal", "merge_partials.metal", "decode_mma.metal")
 HEADER_FILES = ("decode_attention.h",)
 CUDA_COMPAT = "cuda_compat.h"
 
@@ -204,7 +209,9 @@ def _float32s(*values):
 
 
 def _uses_mma(quantized, dtype, D) -> bool:
-    return quantized and QUANTIZED_MMA and dtype in (mx.float16, mx.bfloat16) and D <= QUANTIZED_MMA_MAX_D
+    if dtype not in (mx.float16, mx.bfloat16) or D > MMA_MAX_D:
+        return False
+    return QUANTIZED_MMA if quantized else PLAIN_MMA and D % PLAIN_MMA_D_MULTIPLE == 0
 
 
 def score_mantissa(dtype, bits, group_size) -> int:
@@ -247,12 +254,16 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
     simdgroups = SINGLE_PASS_SIMDGROUPS if single_pass else SIMDGROUPS
     threads = simdgroups * SIMD_WIDTH
     if _uses_mma(quantized, dtype, D):
-        name, body_file = "fa_quantized_decode_mma", "quantized_decode_mma.metal"
-        per_sm = QUANTIZED_MMA_THREADGROUPS_PER_SM
-        template = [("T", dtype), ("D", D), ("GS", group_size), ("BITS", bits), ("ST", scales_dtype),
-                    ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype),
-                    ("OFFSETS32", QUANTIZED_OFFSETS32), ("SCORE_MANTISSA", score_mantissa(dtype, bits, group_size))]
-        tiles = math.ceil(G * L / QUANTIZED_MMA_ROWS)
+        body_file = "decode_mma.metal"
+        template = [("T", dtype), ("D", D), ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype),
+                    ("OFFSETS32", MMA_OFFSETS32)]
+        if quantized:
+            name, per_sm = "fa_quantized_decode_mma", QUANTIZED_MMA_THREADGROUPS_PER_SM
+            template += [("GS", group_size), ("BITS", bits), ("ST", scales_dtype),
+                         ("SCORE_MANTISSA", score_mantissa(dtype, bits, group_size))]
+        else:
+            name, per_sm = "fa_decode_mma", PLAIN_MMA_THREADGROUPS_PER_SM
+        tiles = math.ceil(G * L / MMA_ROWS)
     else:
         name = "fa_quantized_decode_attention" if quantized else "fa_decode_attention"
         body_file = "decode_attention.metal"
@@ -285,9 +296,7 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
                           threadgroup=(merge_threads, 1, 1), output_shapes=[out_shape], output_dtypes=[dtype])
     if per_sm:
         name += f"_{per_sm}_per_sm"
-    defines = (("FA_SINGLE_PASS", int(single_pass)),)
-    if body_file == "decode_attention.metal":  # the one body with both plain and quantized K/V
-        defines = (("FA_QUANTIZED", int(quantized)),) + defines
+    defines = (("FA_QUANTIZED", int(quantized)), ("FA_SINGLE_PASS", int(single_pass)))
     return Launch(
         name=name,
         body_file=body_file,

@@ -30,6 +30,7 @@ typedef unsigned short ushort;
 METAL_FUNC float simd_shuffle_xor(float x, ushort mask) { return __shfl_xor_sync(0xffffffffu, x, mask); }
 METAL_FUNC float simd_shuffle(float x, ushort lane) { return __shfl_sync(0xffffffffu, x, lane); }
 METAL_FUNC bool simd_any(bool x) { return __any_sync(0xffffffffu, x); }
+METAL_FUNC uint simd_or(uint x) { return __reduce_or_sync(0xffffffffu, x); }
 
 namespace metal {
 METAL_FUNC float max(float a, float b) { return fmaxf(a, b); }
@@ -66,6 +67,8 @@ struct fa_chunk {
     return float(as_type<T>(fa_bits<T>(w[e / PER_WORD] >> (32 / PER_WORD * (e % PER_WORD)))));
   }
 };
+template <typename T, int E>  // (16-bit T only: a word holds elements 2r and 2r + 1)
+METAL_FUNC uint32_t fa_chunk_pair(const fa_chunk<T, E>& c, int r) { return c.w[r]; }
 template <typename T, int E>
 using fa_chunk_word = cuda::std::conditional_t<(E * sizeof(T)) % 16 == 0, uint4, uint2>;
 template <int E, typename T>

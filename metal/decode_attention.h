@@ -49,6 +49,12 @@ METAL_FUNC void fa_load_chunk(Ptr p, int64_t step, bool packed, thread fa_chunk<
     out.x[e] = p[packed ? e : e * step];
   }
 }
+// Elements 2r and 2r + 1 of a chunk of 16-bit T as one 32-bit word (low half first): a word of a
+// 16-bit matrix operand (fa_frag16).
+template <typename T, int E>
+METAL_FUNC uint32_t fa_chunk_pair(thread const fa_chunk<T, E>& c, int r) {
+  return uint32_t(as_type<ushort>(c.x[2 * r])) | uint32_t(as_type<ushort>(c.x[2 * r + 1])) << 16;
+}
 #endif
 
 // 2^x, exactly 0 at x = -inf: a hidden key's weight must be 0, not merely tiny.
@@ -385,6 +391,43 @@ METAL_FUNC void fa_qmma_load_tile(
                                      g * 8 + fa_frag_row(lane), one, t.v_codes[h][j][g]);
         t.v_scale[h][j][g] = vs_row[b_at + g * fa_element_step(narrow, v_scales_strides)];
       }
+    }
+  }
+}
+
+// What a lane of decode_mma.metal loads of one 16-key tile of plain K/V (f16 / bf16, D a multiple
+// of 32), for each half h of it: the K elements of its A operand's words (the key h * 8 + its row:
+// run fa_frag16_k_a(lane, 0) % 8 / 2 of the 4 runs of D / 4 dims, fa_qmma_score_dim16<D, 16>), and
+// the V elements of its A elements (keys h * 8 + its columns: run fa_frag_row(lane) of the 8 runs
+// of D / 8 dims, fa_qmma_out_dim<D>). Both runs start at a multiple of their vector load's size.
+template <typename T, int D>
+struct fa_pmma_tile {
+  fa_chunk<T, D / 4> k[2];     // [half]
+  fa_chunk<T, D / 8> v[2][2];  // [half][A element]
+};
+template <typename T, int D, typename Ptr, typename Strides>
+METAL_FUNC bool fa_pmma_packed_rows(Ptr row, Strides strides) {
+  return fa_packed_rows<D / 4>(row, strides[3], strides[4]) && fa_packed_rows<D / 8>(row, strides[3], strides[4]);
+}
+// Fills `t` with the tile of keys first .. first + 15, as fa_qmma_load_tile does for codes;
+// `packed`: fa_pmma_packed_rows of both arrays.
+template <typename T, int D, typename Ptr, typename Strides>
+METAL_FUNC void fa_pmma_load_tile(thread fa_pmma_tile<T, D>& t, bool narrow, bool packed, int first, int last,
+                                  int lane, Ptr k_row, Strides k_strides, Ptr v_row, Strides v_strides) {
+  constexpr int HALF_KEYS = 8;
+  const int k_run = fa_frag16_k_a(lane, 0) % 8 / 2;
+  const int64_t k_step = fa_element_step(narrow, k_strides);
+  const int64_t v_step = fa_element_step(narrow, v_strides);
+  #pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row_key = metal::min(first + h * HALF_KEYS + fa_frag_row(lane), last);
+    fa_load_chunk<D / 4>(k_row + fa_key_offset(narrow, k_strides, row_key) + k_run * (D / 4) * k_step, k_step,
+                         packed, t.k[h]);
+    #pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int col_key = metal::min(first + h * HALF_KEYS + fa_frag_col_a(lane, j), last);
+      fa_load_chunk<D / 8>(v_row + fa_key_offset(narrow, v_strides, col_key) + fa_frag_row(lane) * (D / 8) * v_step,
+                           v_step, packed, t.v[h][j]);
     }
   }
 }

@@ -138,6 +138,16 @@ inline bool simd_any(bool x) {
   }) != 0.0f;
 }
 
+inline uint simd_or(uint x) {  // (the kernels' masks fit in float's 24 bits)
+  return uint(fa_cpu_simd_exchange(float(x), [](uint, const float* v) {
+    uint all = 0;
+    for (int i = 0; i < 32; ++i) {
+      all |= uint(v[i]);
+    }
+    return float(all);
+  }));
+}
+
 // Every lane posts x; all[i] is lane i's.
 inline void fa_cpu_simd_gather(float x, float* all) {
   fa_cpu_simd_exchange(x, [all](uint, const float* v) {

@@ -10,6 +10,7 @@ launch. A change to a kernel is checked here, CI included, before it reaches a G
 import math
 
 import mlx.core as mx
+import numpy as np
 import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
@@ -22,6 +23,7 @@ from tests.property.strategies import (
     quantized_cases, run_case,
 )
 from tests.property.test_batch_invariance import _check_layers, _check_requests
+from tests.property.test_mask_semantics import check_hidden_garbage
 from tests.property.test_online_softmax_parity import check_parity
 
 pytestmark = pytest.mark.skipif(not compiler_available(), reason="g++ not installed here")
@@ -139,8 +141,68 @@ def test_emulated_single_pass_with_8_simdgroups(case):
         _check_requests(case, "cuda")
 
 
-# metal/quantized_decode_mma.metal (the quantized cases above with f16 / bf16 queries and D <= 128
-# take it) at edges of its own: two row tiles (G * L = 16 and 12 rows, 8 a tile), every code width
+# metal/decode_mma.metal over plain K/V (the f16 / bf16 cases above with D <= 128, a multiple of
+# 32, take it) at edges of its own: two row tiles (G * L = 16 rows, and 12 over three positions),
+# D = 32, 64, 96 and 128, masks of every kind (a row that sees no key; rows that see different
+# keys), key ranges that leave blocks empty, and non-contiguous K/V (edge_case's default: the
+# element-wise loads). Hidden keys holding NaN are test_mask_semantics' (drawn cases above).
+PLAIN_MMA_CASES = [
+    edge_case(S=47, D=128, H_q=32, H_kv=2, mask="bool_hidden_row"),
+    edge_case(S=33, D=64, L=3, H_q=8, H_kv=2, mask="causal", dtype=mx.float16),
+    edge_case(S=130, D=96, H_q=4, H_kv=1, mask="additive"),
+    edge_case(S=200, D=32, H_q=8, H_kv=8, key_ranges=[[150, 50], [0, 1]], noncontig=False),
+    edge_case(S=129, D=128, H_q=8, H_kv=2, noncontig=False, dtype=mx.float16),
+]
+
+
+@pytest.mark.parametrize("layout", ["apple", "nvidia"])
+@pytest.mark.parametrize("single_pass_max_s", [4096, 0], ids=["one_block", "split"])
+@pinned(PLAIN_MMA_CASES)
+@settings(phases=[Phase.explicit])
+@given(case=short_cases())
+def test_emulated_plain_matrices(single_pass_max_s, layout, case):
+    """Oracle parity and batch invariance of the simdgroup-matrix kernel over plain K/V, in one
+    block and split, in Apple's layout and in cuda_compat.h's (as the quantized cases below)."""
+    assert gpu._uses_mma(False, case.dtype, case.dims[-1])
+    with emulated_gpu(layout), gpu_constants(SINGLE_PASS_MAX_S=single_pass_max_s):
+        check_parity(case, "cuda")
+        _check_requests(case, "cuda")
+
+
+@pytest.mark.parametrize("layout", ["apple", "nvidia"])
+@pinned(PLAIN_MMA_CASES[:4])
+@settings(phases=[Phase.explicit])
+@given(case=short_cases())
+def test_emulated_plain_matrices_hidden_nan(layout, case):
+    """NaN and Inf in the K and V of keys no row sees (a weight of 0 times NaN is NaN in a
+    product): bit-identical to the clean call, split (the block's end reads past hi too)."""
+    with emulated_gpu(layout), gpu_constants(SINGLE_PASS_MAX_S=0):
+        check_hidden_garbage(case, "cuda", seed=1, garbage=[np.nan, np.inf, -np.inf])
+
+
+@pinned(PLAIN_MMA_CASES[:3])
+@settings(phases=[Phase.explicit])
+@given(case=short_cases())
+def test_emulated_plain_matrices_with_64_bit_offsets(case):
+    """The plain matrix kernel's 64-bit pass (gpu.MMA_OFFSETS32 = False), split, NVIDIA's layout."""
+    with emulated_gpu("nvidia"), gpu_constants(MMA_OFFSETS32=False, SINGLE_PASS_MAX_S=0):
+        check_parity(case, "cuda")
+        _check_requests(case, "cuda")
+
+
+@pinned(pinned_cases()[:3] + PLAIN_MMA_CASES[:2])
+@settings(phases=[Phase.explicit])
+@given(case=short_cases())
+def test_emulated_plain_without_matrices(case):
+    """decode_attention.metal keeps plain f32, D > 128 and D not a multiple of 32: f16 / bf16
+    cases through it too (FUSEDATTEND_PLAIN_MMA=0)."""
+    with emulated_gpu(), gpu_constants(PLAIN_MMA=False):
+        check_parity(case, "cuda")
+        _check_requests(case, "cuda")
+
+
+# metal/decode_mma.metal over quantized K/V (the quantized cases above with f16 / bf16 queries and
+# D <= 128 take it) at edges of its own: two row tiles (G * L = 16 and 12 rows, 8 a tile), every code width
 # and group size, D = 32 and 96 (one group and three), key ranges that leave blocks empty, and
 # both kinds of score operands (gpu.score_mantissa): 16-bit in bf16 (4-bit codes) and f16 (8- and
 # 2-bit), 32-bit for 2-bit codes in groups of 32.
@@ -176,8 +238,8 @@ def test_emulated_quantized_matrices(single_pass_max_s, layout, case):
 def test_emulated_quantized_matrices_with_64_bit_offsets(case):
     """The matrix kernel's other pass: 64-bit products of every array's strides, which the GPU
     takes for arrays fa_narrow_rows rejects. Arrays reach the emulation contiguous (the 32-bit
-    pass), so gpu.QUANTIZED_OFFSETS32 = False forces this one; split, with cuda_compat.h's layout."""
-    with emulated_gpu("nvidia"), gpu_constants(QUANTIZED_OFFSETS32=False, SINGLE_PASS_MAX_S=0):
+    pass), so gpu.MMA_OFFSETS32 = False forces this one; split, with cuda_compat.h's layout."""
+    with emulated_gpu("nvidia"), gpu_constants(MMA_OFFSETS32=False, SINGLE_PASS_MAX_S=0):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 

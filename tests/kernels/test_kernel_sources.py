@@ -53,7 +53,8 @@ def test_sources_reach_mlx_compacted():
     """gpu.kernel_sources drops comments, indentation and blank lines (MLX copies the whole text
     into every call) and nothing else: every code line of the files is there, in order."""
     cases = [("decode_attention.metal", (("FA_QUANTIZED", 1), ("FA_SINGLE_PASS", 0)), (128, 4)),
-             ("quantized_decode_mma.metal", (("FA_SINGLE_PASS", 1),), None), ("merge_partials.metal", (), None)]
+             ("decode_mma.metal", (("FA_QUANTIZED", 0), ("FA_SINGLE_PASS", 1)), None),
+             ("merge_partials.metal", (), None)]
     for body_file, defines, bounds in cases:
         source, header = gpu.kernel_sources(body_file, defines, bounds)
         assert "//" not in source + header
@@ -70,8 +71,10 @@ def test_sources_reach_mlx_compacted():
 # Problems that cover every branch of the bodies (not the full product of variants).
 CASES = [
     # quantized, dtype, mask, D, bits, L, H_q, H_kv
-    (False, mx.bfloat16, None, 128, None, 1, 8, 2),
-    (False, mx.float16, "bool", 80, None, 3, 4, 4),
+    (False, mx.bfloat16, None, 128, None, 1, 8, 2),  # decode_mma.metal from here
+    (False, mx.float16, "additive", 96, None, 3, 16, 2),
+    (False, mx.bfloat16, "causal", 32, None, 2, 4, 4),
+    (False, mx.float16, "bool", 80, None, 3, 4, 4),  # decode_attention.metal from here
     (False, mx.float32, "additive", 256, None, 8, 32, 1),
     (True, mx.bfloat16, "causal", 128, 4, 2, 8, 2),
     (True, mx.float16, "additive", 64, 2, 1, 8, 8),
@@ -107,12 +110,14 @@ def test_cuda_form_of_decode_kernel_compiles(monkeypatch, case, single_pass):
 
 
 @pytest.mark.skipif(not nvcc_wrap.nvcc_available(), reason="nvcc not installed here")
-@pytest.mark.parametrize("quantized", [False, True], ids=["bf16", "q4_mma"])
+@pytest.mark.parametrize("quantized, plain_mma", [(False, False), (False, True), (True, True)],
+                         ids=["bf16", "bf16_mma", "q4_mma"])
 @pytest.mark.parametrize("per_sm", [3, 4])
-def test_launch_bounds_cap_registers(monkeypatch, quantized, per_sm):
+def test_launch_bounds_cap_registers(monkeypatch, quantized, plain_mma, per_sm):
     """Threadgroups an SM asked of a split launch reach ptxas: the kernel fits that many."""
     monkeypatch.setattr(gpu, "on_metal", lambda: False)
-    with gpu_constants(SINGLE_PASS_MAX_S=0, SPLIT_THREADGROUPS_PER_SM=per_sm, QUANTIZED_MMA_THREADGROUPS_PER_SM=per_sm):
+    with gpu_constants(SINGLE_PASS_MAX_S=0, SPLIT_THREADGROUPS_PER_SM=per_sm, QUANTIZED_MMA_THREADGROUPS_PER_SM=per_sm,
+                       PLAIN_MMA_THREADGROUPS_PER_SM=per_sm, PLAIN_MMA=plain_mma):
         launch = gpu.decode_launch(_problem(quantized, mx.bfloat16, None, 128, 4, 1, 32, 8), quantized=quantized)
     threads = launch["call"]["threadgroup"][0]
     assert launch["launch_bounds"] == (threads, per_sm) and launch["name"].endswith(f"_{per_sm}_per_sm")
@@ -134,18 +139,26 @@ def test_cuda_form_of_merge_kernel_compiles(monkeypatch, dtype):
     assert ok, log
 
 
-def test_quantized_kernel_choice(monkeypatch):
-    """f16 / bf16 queries with D <= 128 take the simdgroup-matrix kernel; f32 queries, D > 128
-    and FUSEDATTEND_QUANTIZED_MMA=0 (gpu.QUANTIZED_MMA) the other."""
+def test_kernel_choice(monkeypatch):
+    """f16 / bf16 queries with D <= 128 (plain K/V: D a multiple of 32 too) take the
+    simdgroup-matrix kernel; f32 queries, D > 128, plain D = 80 and FUSEDATTEND_QUANTIZED_MMA=0 /
+    FUSEDATTEND_PLAIN_MMA=0 (gpu.QUANTIZED_MMA / PLAIN_MMA) the other."""
     monkeypatch.setattr(gpu, "on_metal", lambda: False)
 
-    def body(dtype, D):
-        return gpu.decode_launch(_problem(True, dtype, None, D, 4, 1, 8, 2), quantized=True)["body_file"]
+    def body(quantized, dtype, D):
+        return gpu.decode_launch(_problem(quantized, dtype, None, D, 4, 1, 8, 2), quantized=quantized)["body_file"]
 
-    assert body(mx.bfloat16, 128) == body(mx.float16, 64) == "quantized_decode_mma.metal"
-    assert body(mx.float32, 128) == body(mx.bfloat16, 256) == "decode_attention.metal"
+    for quantized in (True, False):
+        assert body(quantized, mx.bfloat16, 128) == body(quantized, mx.float16, 64) == "decode_mma.metal"
+        assert body(quantized, mx.float32, 128) == body(quantized, mx.bfloat16, 256) == "decode_attention.metal"
+    assert body(False, mx.bfloat16, 32) == "decode_mma.metal"
+    assert body(False, mx.bfloat16, 80) == body(False, mx.float16, 48) == "decode_attention.metal"
     with gpu_constants(QUANTIZED_MMA=False):
-        assert body(mx.bfloat16, 128) == "decode_attention.metal"
+        assert body(True, mx.bfloat16, 128) == "decode_attention.metal"
+        assert body(False, mx.bfloat16, 128) == "decode_mma.metal"
+    with gpu_constants(PLAIN_MMA=False):
+        assert body(False, mx.bfloat16, 128) == "decode_attention.metal"
+        assert body(True, mx.bfloat16, 128) == "decode_mma.metal"
 
 
 def test_score_operand_choice():

@@ -1,5 +1,6 @@
-// Fused quantized decode attention on simdgroup matrices (Apple's simdgroup_matrix, NVIDIA's
-// tensor cores through cuda_compat.h): one block of keys for 8 query rows of one kv head.
+// Decode attention on simdgroup matrices (Apple's simdgroup_matrix, NVIDIA's tensor cores
+// through cuda_compat.h), over quantized K/V (FA_QUANTIZED 1) or plain f16 / bf16 K/V (0): one
+// block of keys for 8 query rows of one kv head.
 //
 // Schedule: decode_attention.metal's grid, threadgroups, key blocks, online softmax in base 2,
 // merge and outputs. A simdgroup takes a tile of 16 keys at a time (tiles interleave over the NSG
@@ -18,11 +19,23 @@
 //   sum(p * bias) apart.
 //   Dims are permuted within a group (fa_qmma_score_dim(16) / fa_qmma_out_dim), so that a lane's
 //   codes of a group are one run of words; the output goes back in D's order.
+// Plain K/V are the same schedule with one group the width of D and no codes: a lane's K words
+// are T pairs as loaded (a run of D / 4 dims of its row's key, 16-bit scores always), its V
+// elements a run of D / 8 dims of each of its A operand's keys, widened to float; no scales or
+// bias terms. A weight of 0 times a NaN in V would still be NaN in a product, so the V elements of
+// keys that no row of the tile sees are zeroed (a tile of the block's end, masks, key ranges).
 // Body of mx.fast.metal_kernel / mx.fast.cuda_kernel. Compile-time: T (f16 or bf16 queries), D
-// (<= 128, a multiple of GS), GS (group size), BITS, ST (scales dtype), NSG, MASK, MT, OFFSETS32
-// (32-bit offsets where the strides allow), SCORE_MANTISSA (T's mantissa bits for 16-bit scores,
-// 0 for 32-bit); FA_SINGLE_PASS as in decode_attention.metal. Run-time dims[]: L, G, block, has
-// key ranges; scalars[]: the softmax scale, 1.0f.
+// (<= 128; quantized: a multiple of GS; plain: of 32), NSG, MASK, MT, OFFSETS32 (32-bit offsets
+// where the strides allow); quantized K/V: GS (group size), BITS, ST (scales dtype),
+// SCORE_MANTISSA (T's mantissa bits for 16-bit scores, 0 for 32-bit). FA_QUANTIZED and
+// FA_SINGLE_PASS as in decode_attention.metal. Run-time dims[]: L, G, block, has key ranges;
+// scalars[]: the softmax scale, 1.0f.
+
+#if !FA_QUANTIZED
+constexpr int GS = D;              // one group: a lane's K run is D / 4 dims, its V run D / 8
+constexpr int BITS = 16;           // a K "code" is a T element: fa_qmma_score_dim16<D, 16>
+constexpr int SCORE_MANTISSA = 1;  // scores on 16-bit operands always (K and Q are T)
+#endif
 
 constexpr int THREADS = NSG * 32;
 constexpr int ROWS = 8;                         // query rows of a tile: the matrices' 8 columns
@@ -55,8 +68,13 @@ const int sg = int(simdgroup_index_in_threadgroup);
 const int lane = int(thread_index_in_simdgroup);
 const int tid = int(thread_index_in_threadgroup);
 
+#if FA_QUANTIZED
 const int B = k_codes_shape[1];
 const int S = k_codes_shape[3];
+#else
+const int B = k_shape[1];
+const int S = k_shape[3];
+#endif
 const int H_q = q_shape[2];
 const int NB = (S + block_keys - 1) / block_keys;
 const int layer = n / B;
@@ -71,8 +89,10 @@ if (has_ranges) {
 const int lo = metal::max(block * block_keys, key_begin);
 const int hi = metal::min(block * block_keys + block_keys, key_end);
 const float scale = scalars[0] * LOG2_E;
+#if FA_QUANTIZED
 const uint32_t code_one = as_type<uint32_t>(scalars[1]);  // 1.0f (fa_code_unit)
 const uint32_t pair_one = uint32_t(as_type<ushort>(static_cast<T>(scalars[1]))) * 0x10001u;  // (fa_code_pair)
+#endif
 
 // Query row r of the tile: its first element (q_at), whether it exists, the last key it may see
 // (causal alignment included; -1 for padding rows) and its mask row.
@@ -112,6 +132,7 @@ if (SCORES16) {
     }
   }
 }
+#if FA_QUANTIZED
 // Sums of q over each group (the bias term of a score), as accumulators: ones times Q^T.
 fa_frag q_sum_frag[GROUPS][2];
 fa_frag ones;
@@ -137,24 +158,27 @@ for (int i = 0; i < (SCORES16 ? TILES16 : TILES); ++i) {
     fa_mma2(q_sum_frag[g][0], q_sum_frag[g][1], ones, ones, q_frag[i], q_sum_frag[g][0], q_sum_frag[g][1]);
   }
 }
+float q_sum[GROUPS][2];
+float bias_sum[GROUPS][2];
+#endif
 // The softmax state of this lane's two accumulator columns (query rows): max (the same in each
 // lane holding the row), this lane's share of the denominator and of the V bias term, and the
 // output tiles O^T (dims x rows).
-float q_sum[GROUPS][2];
 float row_max[2];
 float row_sum[2];
-float bias_sum[GROUPS][2];
 int last_key[2];
 int64_t mask_row[2];  // MASK >= 2: offset of the row's mask row
 fa_frag out_frag[TILES];
 #pragma unroll
 for (int j = 0; j < 2; ++j) {
   const int r = fa_frag_col_acc(lane, j);
+#if FA_QUANTIZED
   #pragma unroll
   for (int g = 0; g < GROUPS; ++g) {
     q_sum[g][j] = q_sum_frag[g][0].e[j];
     bias_sum[g][j] = 0.0f;
   }
+#endif
   row_max[j] = -INFINITY;
   row_sum[j] = 0.0f;
   last_key[j] = fa_last_key<MASK>(FA_ROW_LIVE(r), FA_ROW(r) % L, L, key_end);
@@ -166,14 +190,19 @@ for (int i = 0; i < TILES; ++i) {
   out_frag[i].e[1] = 0.0f;
 }
 
+#if FA_QUANTIZED
 const auto k_row = k_codes + layer * k_codes_strides[0] + request * k_codes_strides[1] + kv_head * k_codes_strides[2];
 const auto v_row = v_codes + layer * v_codes_strides[0] + request * v_codes_strides[1] + kv_head * v_codes_strides[2];
 const auto ks_row = k_scales + layer * k_scales_strides[0] + request * k_scales_strides[1] + kv_head * k_scales_strides[2];
 const auto kb_row = k_biases + layer * k_biases_strides[0] + request * k_biases_strides[1] + kv_head * k_biases_strides[2];
 const auto vs_row = v_scales + layer * v_scales_strides[0] + request * v_scales_strides[1] + kv_head * v_scales_strides[2];
 const auto vb_row = v_biases + layer * v_biases_strides[0] + request * v_biases_strides[1] + kv_head * v_biases_strides[2];
+#else
+const auto k_row = k + layer * k_strides[0] + request * k_strides[1] + kv_head * k_strides[2];
+const auto v_row = v + layer * v_strides[0] + request * v_strides[1] + kv_head * v_strides[2];
+#endif
 
-// A tile's loads (fa_qmma_tile), made one tile ahead. Keys past the block are read as its last
+// A tile's loads (fa_qmma_tile, fa_pmma_tile), made one tile ahead. Keys past the block are read as its last
 // key (or key 0 when the block is empty) and are scored -inf. Where the arrays allow 32-bit
 // offsets (OFFSETS32 and fa_narrow_rows: rows contiguous, every offset of a head's rows within 32
 // bits, as in mx.quantize's output and the caches sliced from it) a key's address takes two
@@ -182,25 +211,43 @@ const auto vb_row = v_biases + layer * v_biases_strides[0] + request * v_biases_
 // let the compiler merge both forms' loads into one, with an address register for each.
 const int last_readable = metal::max(hi, 1) - 1;
 constexpr int TILE_STRIDE = NSG * TILE_KEYS;
+#if FA_QUANTIZED
 const bool narrow = OFFSETS32 && fa_narrow_rows(k_codes_strides, S, k_codes_shape[4]) &&
     fa_narrow_rows(v_codes_strides, S, v_codes_shape[4]) && fa_narrow_rows(k_scales_strides, S, GROUPS) &&
     fa_same_strides(k_scales_strides, k_biases_strides) && fa_same_strides(k_scales_strides, v_scales_strides) &&
     fa_same_strides(k_scales_strides, v_biases_strides);
+#else
+// Whole vector loads of a lane's runs where every row allows them (fa_load_chunk); the 32-bit
+// pass takes them only, so that it holds no element-wise loads.
+const bool packed = fa_pmma_packed_rows<T, D>(k_row, k_strides) && fa_pmma_packed_rows<T, D>(v_row, v_strides);
+const bool narrow = OFFSETS32 && packed && fa_narrow_rows(k_strides, S, D) && fa_narrow_rows(v_strides, S, D);
+#endif
 #pragma unroll
 for (int pass = 0; pass < 2; ++pass) {
   const bool narrow_pass = pass == 0;
   if (narrow_pass != narrow) {
     continue;
   }
+#if FA_QUANTIZED
   fa_qmma_tile<GROUPS, SCORE_RUN, OUT_RUN, BITS, ST, K_RUNS> next_tile;
+#else
+  fa_pmma_tile<T, D> next_tile;
+#endif
   for (int first = lo + sg * TILE_KEYS - TILE_STRIDE; first < hi; first += TILE_STRIDE) {
+#if FA_QUANTIZED
     const fa_qmma_tile<GROUPS, SCORE_RUN, OUT_RUN, BITS, ST, K_RUNS> now = next_tile;
     fa_qmma_load_tile(next_tile, narrow_pass, first + TILE_STRIDE, last_readable, lane, code_one,
                       k_row, k_codes_strides, v_row, v_codes_strides, ks_row, k_scales_strides,
                       kb_row, k_biases_strides, vs_row, v_scales_strides, vb_row, v_biases_strides);
+#else
+    fa_pmma_tile<T, D> now = next_tile;
+    fa_pmma_load_tile(next_tile, narrow_pass, narrow_pass || packed, first + TILE_STRIDE, last_readable, lane, k_row, k_strides,
+                      v_row, v_strides);
+#endif
     if (first < lo) {
       continue;  // the first iteration only issues the first tile's loads
     }
+#if FA_QUANTIZED
     // Codes read as 1 + c / 2^BITS (fa_code_unit): the scales and biases that undo it.
     float k_unit_scale[2][GROUPS];
     float k_unit_bias[2][GROUPS];
@@ -219,6 +266,7 @@ for (int pass = 0; pass < 2; ++pass) {
         }
       }
     }
+#endif
     // Scores S^T of the tile's two halves, one accumulator pair per K group.
     fa_frag group_score[GROUPS][2];
     #pragma unroll
@@ -239,13 +287,18 @@ for (int pass = 0; pass < 2; ++pass) {
           #pragma unroll
           for (int w = 0; w < 2; ++w) {
             const int pair = i % TILES16_PER_GROUP * 2 + w;  // as fa_qmma_score_dim16 places it
+#if FA_QUANTIZED
             k16[h].w[w] = fa_code_pair<BITS, SCORE_MANTISSA>(now.k_codes[h][0][g].words[pair / PAIRS_PER_WORD],
                                                               pair % PAIRS_PER_WORD * BITS, pair_one);
+#else
+            k16[h].w[w] = fa_chunk_pair(now.k[h], pair);
+#endif
           }
         }
         fa_mma2_16<T>(group_score[g][0], group_score[g][1], k16[0], k16[1], q16[i], group_score[g][0],
                       group_score[g][1]);
       } else {
+#if FA_QUANTIZED
         fa_frag k_frag[2];
         #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -256,6 +309,7 @@ for (int pass = 0; pass < 2; ++pass) {
         }
         fa_mma2(group_score[g][0], group_score[g][1], k_frag[0], k_frag[1], q_frag[i], group_score[g][0],
                 group_score[g][1]);
+#endif
       }
     }
     float score[2][2];  // [half][row]
@@ -264,11 +318,15 @@ for (int pass = 0; pass < 2; ++pass) {
       const int key = first + h * HALF_KEYS + fa_frag_row(lane);
       #pragma unroll
       for (int j = 0; j < 2; ++j) {
+#if FA_QUANTIZED
         float s = 0.0f;
         #pragma unroll
         for (int g = 0; g < GROUPS; ++g) {
           s += group_score[g][h].e[j] * k_unit_scale[h][g] + q_sum[g][j] * k_unit_bias[h][g];
         }
+#else
+        const float s = group_score[0][h].e[j];
+#endif
         score[h][j] = fa_masked_score<MASK>(s * scale, key, hi, last_key[j], mask, mask_row[j], mask_strides);
       }
     }
@@ -289,10 +347,12 @@ for (int pass = 0; pass < 2; ++pass) {
         const float rescale = fa_exp2(row_max[j] - weight_base[j]);
         row_max[j] = new_max[j];
         row_sum[j] *= rescale;
+#if FA_QUANTIZED
         #pragma unroll
         for (int g = 0; g < GROUPS; ++g) {
           bias_sum[g][j] *= rescale;
         }
+#endif
         #pragma unroll
         for (int i = 0; i < TILES; ++i) {
           out_frag[i].e[j] *= rescale;
@@ -300,8 +360,12 @@ for (int pass = 0; pass < 2; ++pass) {
       }
     }
     // The weights P^T (keys x rows), then as B operands scaled for each V group. Hidden keys never
-    // touch the output: codes are finite, so zeroing their scale and bias is enough, NaN included.
+    // touch the output: codes are finite, so zeroing their scale and bias is enough, NaN included;
+    // plain V elements of keys that no row sees are zeroed.
     fa_frag weights[GROUPS][2];
+#if !FA_QUANTIZED
+    uint seen = 0;  // bit h * 8 + key of a half: some row of the tile weighs that key
+#endif
     #pragma unroll
     for (int h = 0; h < 2; ++h) {
       fa_frag p;
@@ -309,12 +373,17 @@ for (int pass = 0; pass < 2; ++pass) {
       for (int j = 0; j < 2; ++j) {
         p.e[j] = fa_exp2(score[h][j] - weight_base[j]);
         row_sum[j] += p.e[j];
+#if FA_QUANTIZED
         #pragma unroll
         for (int g = 0; g < GROUPS; ++g) {
           bias_sum[g][j] += p.e[j] != 0.0f ? p.e[j] * v_unit_bias[h][g] : 0.0f;
         }
+#else
+        seen |= p.e[j] != 0.0f ? 1u << (h * HALF_KEYS + fa_frag_row(lane)) : 0u;
+#endif
       }
       const fa_frag p_b = fa_acc_as_b(p, lane);
+#if FA_QUANTIZED
       #pragma unroll
       for (int g = 0; g < GROUPS; ++g) {
         #pragma unroll
@@ -322,7 +391,24 @@ for (int pass = 0; pass < 2; ++pass) {
           weights[g][h].e[j] = p_b.e[j] != 0.0f ? p_b.e[j] * v_unit_scale[h][j][g] : 0.0f;
         }
       }
+#else
+      weights[0][h] = p_b;
+#endif
     }
+#if !FA_QUANTIZED
+    seen = simd_or(seen);
+    if (seen != (1u << TILE_KEYS) - 1u) {  // the same in every lane: a branch of the whole simdgroup
+      #pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        #pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          if ((seen >> (h * HALF_KEYS + fa_frag_col_a(lane, j)) & 1u) == 0u) {
+            now.v[h][j] = fa_chunk<T, OUT_RUN>();
+          }
+        }
+      }
+    }
+#endif
     // O^T += V^T P^T, two 8-dim tiles (of one group) at a time.
     #pragma unroll
     for (int i = 0; i < TILES; i += 2) {
@@ -334,7 +420,11 @@ for (int pass = 0; pass < 2; ++pass) {
         for (int t = 0; t < 2; ++t) {
           #pragma unroll
           for (int j = 0; j < 2; ++j) {
+#if FA_QUANTIZED
             v_frag[t].e[j] = now.v_codes[h][j][g][(i + t) % TILES_PER_GROUP];
+#else
+            v_frag[t].e[j] = now.v[h][j][i + t];
+#endif
           }
         }
         fa_mma2_any_b(out_frag[i], out_frag[i + 1], v_frag[0], v_frag[1], weights[g][h], out_frag[i], out_frag[i + 1]);
@@ -348,10 +438,12 @@ for (int pass = 0; pass < 2; ++pass) {
 #pragma unroll
 for (int j = 0; j < 2; ++j) {
   row_sum[j] = fa_frag_col_sum(row_sum[j]);
+#if FA_QUANTIZED
   #pragma unroll
   for (int g = 0; g < GROUPS; ++g) {
     bias_sum[g][j] = fa_frag_col_sum(bias_sum[g][j]);
   }
+#endif
 }
 threadgroup float tg_max[NSG * ROWS];
 threadgroup float tg_sum[NSG * ROWS];
@@ -362,7 +454,11 @@ for (int j = 0; j < 2; ++j) {
   #pragma unroll
   for (int i = 0; i < TILES; ++i) {
     const int d = fa_qmma_out_dim<GS>(i, fa_frag_row(lane));
+#if FA_QUANTIZED
     tg_acc[(sg * ROWS + r) * D + d] = out_frag[i].e[j] + bias_sum[i / TILES_PER_GROUP][j];
+#else
+    tg_acc[(sg * ROWS + r) * D + d] = out_frag[i].e[j];
+#endif
   }
   if (fa_frag_row(lane) == 0) {  // one lane of each row
     tg_max[sg * ROWS + r] = row_max[j];
