@@ -74,12 +74,20 @@ SINGLE_PASS_MAX_S = _env_keys("FUSEDATTEND_SINGLE_PASS_MAX_S", 512)
 # (decode_mma.metal; tensor cores on NVIDIA); f32 queries, whose values are not exact in the
 # matrices' operand type there, and larger D (whose output tiles would not fit the registers) take
 # decode_attention.metal. So do plain f16 / bf16 K/V with D a multiple of PLAIN_MMA_D_MULTIPLE (a
-# lane's runs of D / 4 and D / 8 elements then load as whole vectors). FUSEDATTEND_QUANTIZED_MMA=0
-# and FUSEDATTEND_PLAIN_MMA=0 turn them off (for comparisons).
+# lane's runs of D / 4 and D / 8 elements then load as whole vectors), in one block (S <=
+# SINGLE_PASS_MAX_S) or in split blocks of at least PLAIN_MMA_MIN_BLOCK keys; the choice depends on
+# S, never on B or NL, as the block does. The matrix kernel issues 2.4x fewer instructions than
+# decode_attention.metal, but its 229 registers leave 8 warps an SM, not 16: shorter blocks wait on
+# their loads. H200, chained and cold (docs/h200/plain-mma/, 2026-11-30), bf16 µs, decode_attention
+# against the matrix kernel: B = 32, S = 32768 (1024-key blocks): 1115.9 / 1068.8; B = 1, S = 32768:
+# 115.6 / 96.2; S = 8192 (256-key blocks), B = 32: 368.6 / 555.9, B = 8: 143.5 / 190.5; B = 32,
+# S = 2048: 150.8 / 172.4. FUSEDATTEND_QUANTIZED_MMA=0 and FUSEDATTEND_PLAIN_MMA=0 turn them off
+# (for comparisons).
 QUANTIZED_MMA = os.environ.get("FUSEDATTEND_QUANTIZED_MMA", "1").strip() != "0"
 PLAIN_MMA = os.environ.get("FUSEDATTEND_PLAIN_MMA", "1").strip() != "0"
 MMA_MAX_D = 128
 PLAIN_MMA_D_MULTIPLE = 32
+PLAIN_MMA_MIN_BLOCK = 1024
 MMA_ROWS = 8  # query rows of a threadgroup: the matrices' rows
 # The matrix kernel computes its loads' offsets in 32 bits when the arrays allow it (checked in
 # the kernel: rows contiguous, every offset within a kv head's rows below 2^31). False keeps
@@ -208,10 +216,13 @@ def _float32s(*values):
     return mx.array(values, dtype=mx.float32)
 
 
-def _uses_mma(quantized, dtype, D) -> bool:
+def _uses_mma(quantized, dtype, D, single_pass, block) -> bool:
+    """Whether a problem takes decode_mma.metal (`block`: keys of a split block)."""
     if dtype not in (mx.float16, mx.bfloat16) or D > MMA_MAX_D:
         return False
-    return QUANTIZED_MMA if quantized else PLAIN_MMA and D % PLAIN_MMA_D_MULTIPLE == 0
+    if quantized:
+        return QUANTIZED_MMA
+    return PLAIN_MMA and D % PLAIN_MMA_D_MULTIPLE == 0 and (single_pass or block >= PLAIN_MMA_MIN_BLOCK)
 
 
 def score_mantissa(dtype, bits, group_size) -> int:
@@ -253,7 +264,7 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
     NB = math.ceil(S / block)
     simdgroups = SINGLE_PASS_SIMDGROUPS if single_pass else SIMDGROUPS
     threads = simdgroups * SIMD_WIDTH
-    if _uses_mma(quantized, dtype, D):
+    if _uses_mma(quantized, dtype, D, single_pass, block):
         body_file = "decode_mma.metal"
         template = [("T", dtype), ("D", D), ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype),
                     ("OFFSETS32", MMA_OFFSETS32)]

@@ -4,7 +4,8 @@
 #   ci/gpu/h200-session.sh verify     the suites with --backend cuda (property first: its
 #                                     Hypothesis tests are the longest; SUITE_TESTS picks)
 #   ci/gpu/h200-session.sh sanitize   compute-sanitizer memcheck and racecheck over the parity
-#                                     grids A, Q and B
+#                                     grids A, Q and B, the pinned quantized layouts and the
+#                                     schedule tests of plain K/V on decode_mma.metal
 #   ci/gpu/h200-session.sh profile    the schedule sweep, Nsight Compute counters of each decode
 #                                     kernel and MLX's at two shapes, per-call overhead, the layer axis
 #   ci/gpu/h200-session.sh perf       H200 perf baselines (tests/perf), the benchmark table and plot
@@ -30,6 +31,9 @@ grid=(tests/parity/test_grids.py::test_grid_a_decode_guard tests/parity/test_qua
 grid_b=(tests/parity/test_grids.py::test_grid_b_mlx_decode_shapes)
 pinned_layouts=(tests/property/test_online_softmax_parity.py::test_quantized_matches_oracle
                 tests/property/test_batch_invariance.py::test_quantized_batch_equals_per_request)
+# Plain K/V take decode_mma.metal's split blocks only from 1024 keys (S > 16384), past the grids:
+# the schedule tests' "split_mma" path gives them blocks of any length.
+split_mma=(tests/kernels/test_gpu_schedule.py -k split_mma)
 # sanitized LOG SECONDS TESTS...: the tests under compute-sanitizer --tool $tool, into $OUT/LOG.log
 sanitized() {
   local log=$1 seconds=$2; shift 2
@@ -68,6 +72,7 @@ case "${1:-}" in
       FUSEDATTEND_PEERS_ON_CPU=1 sanitized "$tool" "${SANITIZER_S:-200}" "${grid[@]}"
       FUSEDATTEND_PEERS_ON_CPU=1 sanitized "$tool-grid-b" "${SANITIZER_B_S:-150}" "${grid_b[@]}"
       HYPOTHESIS_PROFILE=pinned sanitized "$tool-layouts" "${SANITIZER_PINNED_S:-150}" "${pinned_layouts[@]}"
+      FUSEDATTEND_PEERS_ON_CPU=1 sanitized "$tool-split-mma" "${SANITIZER_MMA_S:-120}" "${split_mma[@]}"
     done ;;
   profile)
     timeout "${SWEEP_S:-150}" python3 ci/gpu/schedule_sweep.py ${SWEEP_VARIANTS:-'{}'} > "$OUT/sweep.log" 2>&1; cat "$OUT/sweep.log"

@@ -78,7 +78,8 @@ def test_emulated_split_blocks(case):
         with gpu_constants(SINGLE_PASS_MAX_S=0):
             check_parity(case, "cuda")
             _check_requests(case, "cuda")
-        alike = dict(SIMDGROUPS=gpu.SINGLE_PASS_SIMDGROUPS, KEY_BYTES_IN_FLIGHT=gpu.SINGLE_PASS_KEY_BYTES_IN_FLIGHT)
+        alike = dict(SIMDGROUPS=gpu.SINGLE_PASS_SIMDGROUPS, KEY_BYTES_IN_FLIGHT=gpu.SINGLE_PASS_KEY_BYTES_IN_FLIGHT,
+                     PLAIN_MMA_MIN_BLOCK=0)  # the kernel of the single pass (decode_mma.metal where it takes it)
         with gpu_constants(SINGLE_PASS_MAX_S=0, **alike):
             two = run_case(case, "cuda")
     if case.dims[5] <= gpu.MIN_BLOCK:
@@ -142,7 +143,8 @@ def test_emulated_single_pass_with_8_simdgroups(case):
 
 
 # metal/decode_mma.metal over plain K/V (the f16 / bf16 cases above with D <= 128, a multiple of
-# 32, take it) at edges of its own: two row tiles (G * L = 16 rows, and 12 over three positions),
+# 32, take it in one block; split blocks only from gpu.PLAIN_MMA_MIN_BLOCK keys, so these tests
+# lower that to 0) at edges of its own: two row tiles (G * L = 16 rows, and 12 over three positions),
 # D = 32, 64, 96 and 128, masks of every kind (a row that sees no key; rows that see different
 # keys), key ranges that leave blocks empty, and non-contiguous K/V (edge_case's default: the
 # element-wise loads). Hidden keys holding NaN are test_mask_semantics' (drawn cases above).
@@ -163,8 +165,8 @@ PLAIN_MMA_CASES = [
 def test_emulated_plain_matrices(single_pass_max_s, layout, case):
     """Oracle parity and batch invariance of the simdgroup-matrix kernel over plain K/V, in one
     block and split, in Apple's layout and in cuda_compat.h's (as the quantized cases below)."""
-    assert gpu._uses_mma(False, case.dtype, case.dims[-1])
-    with emulated_gpu(layout), gpu_constants(SINGLE_PASS_MAX_S=single_pass_max_s):
+    assert gpu._uses_mma(False, case.dtype, case.dims[-1], True, 0)
+    with emulated_gpu(layout), gpu_constants(SINGLE_PASS_MAX_S=single_pass_max_s, PLAIN_MMA_MIN_BLOCK=0):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 
@@ -176,7 +178,7 @@ def test_emulated_plain_matrices(single_pass_max_s, layout, case):
 def test_emulated_plain_matrices_hidden_nan(layout, case):
     """NaN and Inf in the K and V of keys no row sees (a weight of 0 times NaN is NaN in a
     product): bit-identical to the clean call, split (the block's end reads past hi too)."""
-    with emulated_gpu(layout), gpu_constants(SINGLE_PASS_MAX_S=0):
+    with emulated_gpu(layout), gpu_constants(SINGLE_PASS_MAX_S=0, PLAIN_MMA_MIN_BLOCK=0):
         check_hidden_garbage(case, "cuda", seed=1, garbage=[np.nan, np.inf, -np.inf])
 
 
@@ -185,7 +187,7 @@ def test_emulated_plain_matrices_hidden_nan(layout, case):
 @given(case=short_cases())
 def test_emulated_plain_matrices_with_64_bit_offsets(case):
     """The plain matrix kernel's 64-bit pass (gpu.MMA_OFFSETS32 = False), split, NVIDIA's layout."""
-    with emulated_gpu("nvidia"), gpu_constants(MMA_OFFSETS32=False, SINGLE_PASS_MAX_S=0):
+    with emulated_gpu("nvidia"), gpu_constants(MMA_OFFSETS32=False, SINGLE_PASS_MAX_S=0, PLAIN_MMA_MIN_BLOCK=0):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 
@@ -226,7 +228,7 @@ def test_emulated_quantized_matrices(single_pass_max_s, layout, case):
     with Apple's placement of matrix elements (the Metal form) and with cuda_compat.h's (its
     layout functions, row masks and fa_acc_as_b as compiled for the H200, against PTX's fragment
     tables as tests/kernels/cpu_compat.h states them; only the asm products are emulated)."""
-    assert gpu._uses_mma(True, case.dtype, case.dims[-1])
+    assert gpu._uses_mma(True, case.dtype, case.dims[-1], False, 0)
     with emulated_gpu(layout), gpu_constants(SINGLE_PASS_MAX_S=single_pass_max_s):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")

@@ -7,6 +7,7 @@ tiles and masks both in one block and split into blocks merged by the second lau
 Skipped unless a GPU backend is under test.
 """
 
+import contextlib
 import math
 
 import mlx.core as mx
@@ -14,6 +15,7 @@ import pytest
 
 import fusedattend as fa
 from fusedattend import gpu
+from tests.kernels.gpu_constants import gpu_constants
 
 GPU_BACKENDS = ("metal", "cuda")
 TOL = {mx.float32: 2e-5, mx.float16: 2e-3, mx.bfloat16: 1.6e-2}
@@ -50,21 +52,30 @@ def _close(out, ref, dtype):
 BLOCK_EDGES = sorted({1, 7, gpu.MIN_BLOCK - 1, gpu.MIN_BLOCK, gpu.MIN_BLOCK + 1, 1000, 4097, 9000})
 
 # Both launches at every S: "default" takes one block up to gpu.SINGLE_PASS_MAX_S, "split" splits
-# every S into blocks merged by the second launch (gpu.SINGLE_PASS_MAX_S = 0).
-PATHS = ["default", "split"]
+# every S into blocks merged by the second launch (gpu.SINGLE_PASS_MAX_S = 0); "split_mma" as
+# "split", with plain f16 / bf16 K/V on decode_mma.metal in blocks of any length
+# (gpu.PLAIN_MMA_MIN_BLOCK = 0; by default only S > 16384 gives it split blocks long enough).
+PATHS = ["default", "split", "split_mma"]
 
 
-def _use_path(monkeypatch, path):
-    if path == "split":
-        monkeypatch.setattr(gpu, "SINGLE_PASS_MAX_S", 0)
+@pytest.fixture
+def use_path(request):
+    """use_path(name): that path's schedule constants for the rest of the test."""
+    stack = contextlib.ExitStack()
+    request.addfinalizer(stack.close)
+
+    def use(path):
+        if path != "default":
+            stack.enter_context(gpu_constants(SINGLE_PASS_MAX_S=0, **({"PLAIN_MMA_MIN_BLOCK": 0} if path == "split_mma" else {})))
+    return use
 
 
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("S", BLOCK_EDGES)
 @pytest.mark.parametrize("dtype", [mx.float32, mx.float16, mx.bfloat16])
-def test_block_edges(backend, S, dtype, path, monkeypatch):
+def test_block_edges(backend, S, dtype, path, use_path):
     _skip_unless_gpu(backend)
-    _use_path(monkeypatch, path)
+    use_path(path)
     q, k, v = _qkv(2, 8, 2, 1, S, 128, dtype, seed=S, spare=5)
     _close(fa.decode_attention(q, k, v, backend=backend), _reference(fa.decode_attention, q, k, v), dtype)
 
@@ -73,23 +84,28 @@ def test_block_edges(backend, S, dtype, path, monkeypatch):
 @pytest.mark.parametrize("D", [8, 64, 80, 96, 128, 256])
 @pytest.mark.parametrize("mask", [None, "causal", "bool", "additive"])
 @pytest.mark.parametrize("path", PATHS)
-def test_tiles_head_dims_masks(backend, H_q, H_kv, L, D, mask, path, monkeypatch):
+@pytest.mark.parametrize("dtype", [mx.float32, mx.bfloat16])
+def test_tiles_head_dims_masks(backend, H_q, H_kv, L, D, mask, path, dtype, use_path):
     _skip_unless_gpu(backend)
-    _use_path(monkeypatch, path)
+    if path == "split_mma" and (dtype == mx.float32 or not gpu._uses_mma(False, dtype, D, True, 0)):
+        pytest.skip("this problem never takes decode_mma.metal")
+    use_path(path)
     S = 300
-    q, k, v = _qkv(2, H_q, H_kv, L, S, D, mx.float32, seed=D + L)
+    q, k, v = _qkv(2, H_q, H_kv, L, S, D, dtype, seed=D + L)
     if mask == "bool":
         mask = mx.random.bernoulli(0.7, (2, 1, L, S), key=mx.random.key(D))
     elif mask == "additive":
         mask = mx.where(mx.random.bernoulli(0.7, (L, S), key=mx.random.key(L)),
                         mx.random.normal((L, S), key=mx.random.key(3)), -mx.inf)
     _close(fa.decode_attention(q, k, v, mask=mask, backend=backend),
-           _reference(fa.decode_attention, q, k, v, mask=mask), mx.float32)
+           _reference(fa.decode_attention, q, k, v, mask=mask), dtype)
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("mask", [None, "causal"])
-def test_key_ranges_leave_blocks_empty(backend, mask):
+def test_key_ranges_leave_blocks_empty(backend, mask, path, use_path):
     _skip_unless_gpu(backend)
+    use_path(path)
     S = 5000
     q, k, v = _qkv(4, 8, 2, 2, S, 128, mx.bfloat16, seed=11)
     ranges = mx.array([[0, 5000], [4000, 1000], [10, 3], [2500, 0]], dtype=mx.int32)
@@ -108,8 +124,10 @@ def test_quantized_block_edges(backend, bits, group_size):
            _reference(fa.quantized_decode_attention, q, kq, vq, **kw), mx.bfloat16)
 
 
-def test_batch_and_layers_are_bit_identical_to_single_calls(backend):
+@pytest.mark.parametrize("path", PATHS)
+def test_batch_and_layers_are_bit_identical_to_single_calls(backend, path, use_path):
     _skip_unless_gpu(backend)
+    use_path(path)
     NL, B, S = 3, 5, 2049
     key = mx.random.key(0)
     q = mx.random.normal((NL, B, 8, 1, 128), key=key).astype(mx.bfloat16)
@@ -123,11 +141,13 @@ def test_batch_and_layers_are_bit_identical_to_single_calls(backend):
             assert mx.array_equal(out[layer, b:b + 1], one), (layer, b)
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("layout", ["d_strided", "misaligned", "broadcast_heads"])
 @pytest.mark.parametrize("dtype", [mx.float32, mx.bfloat16])
-def test_kv_layouts_the_vector_loads_cannot_take(backend, layout, dtype):
+def test_kv_layouts_the_vector_loads_cannot_take(backend, layout, dtype, path, use_path):
     """Rows that are not contiguous, or not 16-byte aligned, or repeat: the element-wise path."""
     _skip_unless_gpu(backend)
+    use_path(path)
     B, H_kv, S, D = 2, 2, 700, 64
     q = mx.random.normal((B, 8, 1, D), key=mx.random.key(1)).astype(dtype)
     if layout == "d_strided":  # the D axis is the slow one: a transposed buffer
