@@ -202,8 +202,8 @@ const auto k_row = k + layer * k_strides[0] + request * k_strides[1] + kv_head *
 const auto v_row = v + layer * v_strides[0] + request * v_strides[1] + kv_head * v_strides[2];
 #endif
 
-// A tile's loads (fa_qmma_tile, fa_pmma_tile), made one tile ahead. Keys past the block are read as its last
-// key (or key 0 when the block is empty) and are scored -inf. Where the arrays allow 32-bit
+// A tile's loads (fa_qmma_tile, fa_pmma_tile), made one tile ahead. Keys past the block are read
+// as its last key (or key 0 when the block is empty) and are scored -inf. Where the arrays allow 32-bit
 // offsets (OFFSETS32 and fa_narrow_rows: rows contiguous, every offset of a head's rows within 32
 // bits, as in mx.quantize's output and the caches sliced from it) a key's address takes two
 // instructions instead of about six. The loop is written once and unrolled into a pass for each
