@@ -26,6 +26,11 @@ SIMD_WIDTH = 32
 # model's layers do (docs/h200/chain/), 4 was faster at B = 1 (S = 2048: 78.5 against 85.8 µs;
 # S = 32768: 124.0 against 150.2) and 2% slower at B = 32.
 SIMDGROUPS = 4
+# The same for decode_mma.metal's split blocks (both forms). 2 (4 threadgroups of 2 warps an SM,
+# twice the tiles a warp) matched decode_attention.metal with plain K/V at S = 8192 and was the
+# fastest at B = 32, S = 32768 in one 3-round chained sweep (docs/h200/plain-mma/
+# sweep-simdgroups.log, where the 4-bit kernel took it too); not yet confirmed, so 4 as before.
+MMA_SIMDGROUPS = 4
 # A single-pass threadgroup streams all S keys of its rows alone: more simdgroups keep more keys
 # in flight (at most 8: 256 threads x 230 registers of the 4-bit variant fit in 64K). 2 and 8 were
 # no faster (docs/h200/cold/).
@@ -262,9 +267,10 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
     G = H_q // H_kv
     block = S if single_pass else block_keys(S)
     NB = math.ceil(S / block)
-    simdgroups = SINGLE_PASS_SIMDGROUPS if single_pass else SIMDGROUPS
+    mma = _uses_mma(quantized, dtype, D, single_pass, block)
+    simdgroups = SINGLE_PASS_SIMDGROUPS if single_pass else MMA_SIMDGROUPS if mma else SIMDGROUPS
     threads = simdgroups * SIMD_WIDTH
-    if _uses_mma(quantized, dtype, D, single_pass, block):
+    if mma:
         body_file = "decode_mma.metal"
         template = [("T", dtype), ("D", D), ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype),
                     ("OFFSETS32", MMA_OFFSETS32)]

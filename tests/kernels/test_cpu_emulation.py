@@ -78,8 +78,8 @@ def test_emulated_split_blocks(case):
         with gpu_constants(SINGLE_PASS_MAX_S=0):
             check_parity(case, "cuda")
             _check_requests(case, "cuda")
-        alike = dict(SIMDGROUPS=gpu.SINGLE_PASS_SIMDGROUPS, KEY_BYTES_IN_FLIGHT=gpu.SINGLE_PASS_KEY_BYTES_IN_FLIGHT,
-                     PLAIN_MMA_MIN_BLOCK=0)  # the kernel of the single pass (decode_mma.metal where it takes it)
+        alike = dict(SIMDGROUPS=gpu.SINGLE_PASS_SIMDGROUPS, MMA_SIMDGROUPS=gpu.SINGLE_PASS_SIMDGROUPS,
+                     KEY_BYTES_IN_FLIGHT=gpu.SINGLE_PASS_KEY_BYTES_IN_FLIGHT, PLAIN_MMA_MIN_BLOCK=0)  # the kernel of the single pass (decode_mma.metal where it takes it)
         with gpu_constants(SINGLE_PASS_MAX_S=0, **alike):
             two = run_case(case, "cuda")
     if case.dims[5] <= gpu.MIN_BLOCK:
@@ -180,6 +180,16 @@ def test_emulated_plain_matrices_hidden_nan(layout, case):
     product): bit-identical to the clean call, split (the block's end reads past hi too)."""
     with emulated_gpu(layout), gpu_constants(SINGLE_PASS_MAX_S=0, PLAIN_MMA_MIN_BLOCK=0):
         check_hidden_garbage(case, "cuda", seed=1, garbage=[np.nan, np.inf, -np.inf])
+
+
+@pinned(PLAIN_MMA_CASES[:2])
+@settings(phases=[Phase.explicit])
+@given(case=short_cases())
+def test_emulated_plain_matrices_with_2_simdgroups(case):
+    """gpu.MMA_SIMDGROUPS = 2 (a sweep option, not the default), split, NVIDIA's layout."""
+    with emulated_gpu("nvidia"), gpu_constants(MMA_SIMDGROUPS=2, SINGLE_PASS_MAX_S=0, PLAIN_MMA_MIN_BLOCK=0):
+        check_parity(case, "cuda")
+        _check_requests(case, "cuda")
 
 
 @pinned(PLAIN_MMA_CASES[:3])
