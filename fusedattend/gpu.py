@@ -10,6 +10,7 @@ and launches.
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import os
 from importlib import resources
@@ -177,8 +178,13 @@ def kernel_sources(body_file: str, defines=(), launch_bounds=None, compact=True)
 def _kernel(name, input_names, output_names, body_file, defines=(), launch_bounds=None):
     source, header = kernel_sources(body_file, defines, launch_bounds)
     make = mx.fast.metal_kernel if on_metal() else mx.fast.cuda_kernel
+    # MLX's CUDA backend keeps compiled kernels on disk by name alone (MLX_PTX_CACHE_DIR, by
+    # default under the temp directory, per MLX version): a name that stayed the same when the
+    # source changed would hand the next process an earlier version's build. So the name carries
+    # a digest of the text compiled.
+    digest = hashlib.sha256((header + source).encode()).hexdigest()[:12]
     return make(
-        name=name,
+        name=f"{name}_{digest}",
         input_names=list(input_names),
         output_names=list(output_names),
         source=source,

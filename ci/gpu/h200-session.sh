@@ -14,8 +14,9 @@
 #                                     (gpu.SINGLE_PASS_MAX_S), then the split path's schedule
 #   ci/gpu/h200-session.sh cold-bench the benchmark table with K/V that is not in L2
 #   ci/gpu/h200-session.sh chain-bench the same, each call's query the previous call's output
-# MLX caches compiled kernels on disk by kernel name only (MLX_PTX_CACHE_DIR): a directory per
-# version of metal/, so that an edited kernel is never served from an earlier build.
+# MLX caches compiled kernels on disk by kernel name only (MLX_PTX_CACHE_DIR). gpu._kernel's names
+# carry a digest of the source (so a user's cache cannot serve an edited kernel's older build
+# either); a directory per version of metal/ also keeps each session's compile times its own.
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-dev}
 export MLX_PTX_CACHE_DIR=${MLX_PTX_CACHE_DIR:-/tmp/fusedattend-ptx-$(cat metal/* | md5sum | cut -c1-12)}

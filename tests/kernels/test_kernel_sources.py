@@ -68,6 +68,28 @@ def test_sources_reach_mlx_compacted():
         "#define A(x) x \\\n\ny\nw\n"  # the blank line that ends the macro stays
 
 
+def test_kernel_name_follows_the_source(monkeypatch):
+    """MLX keeps compiled CUDA kernels on disk by name alone, across processes: the name handed
+    to mx.fast.cuda_kernel changes with the text compiled, so an edited kernel is never served
+    an earlier build."""
+    names = []
+    monkeypatch.setattr(gpu, "on_metal", lambda: False)
+    monkeypatch.setattr(mx.fast, "cuda_kernel", lambda **kwargs: names.append(kwargs["name"]))
+    read = gpu.read_kernel_file
+    args = ("fa_merge_partials", ("out_partial", "stats_partial"), ("out",), "merge_partials.metal")
+    gpu._kernel.cache_clear()
+    try:
+        gpu._kernel(*args)
+        gpu._kernel(*args, defines=(("FA_SINGLE_PASS", 1),))
+        monkeypatch.setattr(gpu, "read_kernel_file", lambda name: read(name) + "\nconstexpr int edited = 1;\n")
+        gpu._kernel.cache_clear()
+        gpu._kernel(*args)
+    finally:
+        gpu._kernel.cache_clear()
+    assert all(re.fullmatch(r"fa_merge_partials_[0-9a-f]{12}", name) for name in names), names
+    assert len(set(names)) == 3, names
+
+
 # Problems that cover every branch of the bodies (not the full product of variants).
 CASES = [
     # quantized, dtype, mask, D, bits, L, H_q, H_kv
