@@ -262,7 +262,7 @@ METAL_FUNC fa_frag fa_acc_as_b(fa_frag acc, int lane) {
 }
 #endif
 // x combined over the lanes that hold the same accumulator columns as this one (a query row of
-// quantized_decode_mma.metal): its max, its sum. All lanes take part.
+// decode_mma.metal): its max, its sum. All lanes take part.
 METAL_FUNC float fa_frag_col_max(float x) {
   x = metal::max(x, simd_shuffle_xor(x, ushort(FA_FRAG_COL_XOR0)));
   x = metal::max(x, simd_shuffle_xor(x, ushort(FA_FRAG_COL_XOR1)));
@@ -274,7 +274,7 @@ METAL_FUNC float fa_frag_col_sum(float x) {
   return x + simd_shuffle_xor(x, ushort(FA_FRAG_COL_XOR2));
 }
 
-// Dims of quantized_decode_mma.metal, permuted within each group of GS: k-index k of score tile
+// Dims of decode_mma.metal, permuted within each group of GS: k-index k of score tile
 // i (tile i holds 8 dims of group i / (GS / 8)) and column n of output tile i. A lane's elements
 // of a group then fill one run of consecutive dims (fa_code_chunk): GS / 4 for the scores (its
 // rows k and k + 4 of B on NVIDIA), GS / 8 for the output (its column n).
@@ -289,7 +289,7 @@ METAL_FUNC int fa_qmma_out_dim(int i, int n) {
   return i / TILES_PER_GROUP * GS + n * TILES_PER_GROUP + i % TILES_PER_GROUP;
 }
 
-// The same for 16-bit score operands (quantized_decode_mma.metal with SCORE_MANTISSA != 0):
+// The same for 16-bit score operands (decode_mma.metal with SCORE_MANTISSA != 0):
 // column k of score tile i, 16 dims of group i / (GS / 16). A lane's columns k and k + 1 (one word
 // of its A operand, fa_frag16) take the codes at bits b and b + 16 of one code word
 // (fa_code_pair); its columns of a group fill one run of GS / 4 dims (whole words: GS * BITS >= 128).
@@ -306,7 +306,7 @@ METAL_FUNC int fa_qmma_score_dim16(int i, int k) {
 // groups along axis 4). `narrow`: every offset within the head's rows fits in 32 bits and a key's
 // elements are contiguous (fa_narrow_rows), so a key's offset is one 32-bit product and its
 // elements are constant offsets from it; otherwise 64-bit products of the array's strides.
-// Callers pass a `narrow` the compiler can fold (quantized_decode_mma.metal's unrolled passes).
+// Callers pass a `narrow` the compiler can fold (decode_mma.metal's unrolled passes).
 template <typename Strides>
 METAL_FUNC int64_t fa_key_offset(bool narrow, Strides strides, int key) {
   return narrow ? int64_t(key * int(strides[3])) : int64_t(key) * strides[3];
@@ -327,7 +327,7 @@ METAL_FUNC bool fa_same_strides(Strides a, Strides b) {
   return a[3] == b[3] && a[4] == b[4];
 }
 
-// What a lane of quantized_decode_mma.metal loads of one 16-key tile, for each half h of it: the
+// What a lane of decode_mma.metal loads of one 16-key tile of codes, for each half h of it: the
 // K codes of its A elements (key h * 8 + its row; K_RUNS runs of a group, fa_qmma_k_run) with that
 // key's K and V scales and biases; the V codes of its A elements (keys h * 8 + its columns); the
 // V scales of its B elements' keys.
