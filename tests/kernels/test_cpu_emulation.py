@@ -192,16 +192,6 @@ def test_emulated_plain_matrices_with_2_simdgroups(case):
         _check_requests(case, "cuda")
 
 
-@pinned(PLAIN_MMA_CASES[:3])
-@settings(phases=[Phase.explicit])
-@given(case=short_cases())
-def test_emulated_plain_matrices_with_64_bit_offsets(case):
-    """The plain matrix kernel's 64-bit pass (gpu.MMA_OFFSETS32 = False), split, NVIDIA's layout."""
-    with emulated_gpu("nvidia"), gpu_constants(MMA_OFFSETS32=False, SINGLE_PASS_MAX_S=0, PLAIN_MMA_MIN_BLOCK=0):
-        check_parity(case, "cuda")
-        _check_requests(case, "cuda")
-
-
 @pinned(pinned_cases()[:3] + PLAIN_MMA_CASES[:2])
 @settings(phases=[Phase.explicit])
 @given(case=short_cases())
@@ -244,14 +234,15 @@ def test_emulated_quantized_matrices(single_pass_max_s, layout, case):
         _check_requests(case, "cuda")
 
 
-@pinned(MMA_CASES[:3])
+@pinned(MMA_CASES[:3] + PLAIN_MMA_CASES[:3])
 @settings(phases=[Phase.explicit])
 @given(case=short_cases())
-def test_emulated_quantized_matrices_with_64_bit_offsets(case):
-    """The matrix kernel's other pass: 64-bit products of every array's strides, which the GPU
-    takes for arrays fa_narrow_rows rejects. Arrays reach the emulation contiguous (the 32-bit
-    pass), so gpu.MMA_OFFSETS32 = False forces this one; split, with cuda_compat.h's layout."""
-    with emulated_gpu("nvidia"), gpu_constants(MMA_OFFSETS32=False, SINGLE_PASS_MAX_S=0):
+def test_emulated_matrices_with_64_bit_offsets(case):
+    """The matrix kernel's other pass, quantized and plain: 64-bit products of every array's
+    strides, which the GPU takes for arrays fa_narrow_rows rejects. Arrays reach the emulation
+    contiguous (the 32-bit pass), so gpu.MMA_OFFSETS32 = False forces this one; split, with
+    cuda_compat.h's layout."""
+    with emulated_gpu("nvidia"), gpu_constants(MMA_OFFSETS32=False, SINGLE_PASS_MAX_S=0, PLAIN_MMA_MIN_BLOCK=0):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 
