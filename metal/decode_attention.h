@@ -76,6 +76,10 @@ METAL_FUNC int64_t fa_mask_row(Strides strides, int layer, int request, int head
   return MASK >= 2 ? layer * strides[0] + request * strides[1] + head * strides[2] + position * strides[3] : 0;
 }
 
+// Scores are kept in base 2 (fa_exp2): the bodies fold log2(e) into the scale, and an additive
+// mask's values take it here.
+constexpr float FA_LOG2_E = 1.4426950408889634f;
+
 // Score s (base 2) of key `key` for such a row, -inf where the key is hidden: at or past `hi`,
 // past the row's last key, or masked (MASK 2: false in the boolean mask; 3: -inf in the additive
 // one, whose value joins the score otherwise).
@@ -89,7 +93,7 @@ METAL_FUNC float fa_masked_score(float s, int key, int hi, int last_key, MaskPtr
       visible = visible && m_val != 0.0f;
     } else {
       visible = visible && m_val > -INFINITY;
-      s += m_val * 1.4426950408889634f;  // log2(e)
+      s += m_val * FA_LOG2_E;
     }
   }
   return visible ? s : -INFINITY;
@@ -261,6 +265,10 @@ METAL_FUNC fa_frag fa_acc_as_b(fa_frag acc, int lane) {
   return acc;
 }
 #endif
+// Which of the 4 runs of a 16-bit score tile's dims (fa_qmma_score_dim16) a lane's A words hold.
+METAL_FUNC int fa_frag16_k_run(int lane) {
+  return fa_frag16_k_a(lane, 0) % 8 / 2;
+}
 // x combined over the lanes that hold the same accumulator columns as this one (a query row of
 // decode_mma.metal): its max, its sum. All lanes take part.
 METAL_FUNC float fa_frag_col_max(float x) {
@@ -346,7 +354,7 @@ struct fa_qmma_tile {
 // elements read: with 32-bit operands (K_RUNS = 2) element j's; with 16-bit ones (1) all of them.
 template <int K_RUNS>
 METAL_FUNC int fa_qmma_k_run(int lane, int j) {
-  return K_RUNS == 2 ? fa_frag_col_a(lane, j) % 4 : fa_frag16_k_a(lane, 0) % 8 / 2;
+  return K_RUNS == 2 ? fa_frag_col_a(lane, j) % 4 : fa_frag16_k_run(lane);
 }
 
 // Fills `t` with the tile of keys first .. first + 15; `*_row` point at the kv head's rows, and
@@ -397,7 +405,7 @@ METAL_FUNC void fa_qmma_load_tile(
 
 // What a lane of decode_mma.metal loads of one 16-key tile of plain K/V (f16 / bf16, D a multiple
 // of 32), for each half h of it: the K elements of its A operand's words (the key h * 8 + its row:
-// run fa_frag16_k_a(lane, 0) % 8 / 2 of the 4 runs of D / 4 dims, fa_qmma_score_dim16<D, 16>), and
+// run fa_frag16_k_run(lane) of the 4 runs of D / 4 dims, fa_qmma_score_dim16<D, 16>), and
 // the V elements of its A elements (keys h * 8 + its columns: run fa_frag_row(lane) of the 8 runs
 // of D / 8 dims, fa_qmma_out_dim<D>). Both runs start at a multiple of their vector load's size.
 template <typename T, int D>
@@ -415,7 +423,7 @@ template <typename T, int D, typename Ptr, typename Strides>
 METAL_FUNC void fa_pmma_load_tile(thread fa_pmma_tile<T, D>& t, bool narrow, bool packed, int first, int last,
                                   int lane, Ptr k_row, Strides k_strides, Ptr v_row, Strides v_strides) {
   constexpr int HALF_KEYS = 8;
-  const int k_run = fa_frag16_k_a(lane, 0) % 8 / 2;
+  const int k_run = fa_frag16_k_run(lane);
   const int64_t k_step = fa_element_step(narrow, k_strides);
   const int64_t v_step = fa_element_step(narrow, v_strides);
   #pragma unroll

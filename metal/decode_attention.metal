@@ -95,8 +95,7 @@ float q_sum[ROWS];     // sum of this lane's q elements: the bias term of a quan
 float bias_acc[ROWS];  // sum of weight * V bias of this lane's group, added to acc at the end
 #endif
 // Scores are kept in base 2: the query carries log2(e), so each weight is one exp2.
-constexpr float LOG2_E = 1.4426950408889634f;
-const float scale = scalars[0] * LOG2_E;
+const float scale = scalars[0] * FA_LOG2_E;
 const uint32_t code_one = as_type<uint32_t>(scalars[1]);  // 1.0f (fa_code_unit)
 #pragma unroll
 for (int r = 0; r < ROWS; ++r) {

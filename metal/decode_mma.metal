@@ -51,7 +51,6 @@ constexpr int K_RUNS = SCORES16 ? 1 : 2;        // runs of K codes a lane reads 
 constexpr int TILES16 = D / 16;                 // 16-dim tiles of Q and K (SCORES16)
 constexpr int TILES16_PER_GROUP = GS / 16;
 constexpr int PAIRS_PER_WORD = 16 / BITS;       // fa_code_pair's pairs of codes in a code word
-constexpr float LOG2_E = 1.4426950408889634f;
 
 const int L = dims[0];
 const int G = dims[1];
@@ -88,7 +87,7 @@ if (has_ranges) {
 }
 const int lo = metal::max(block * block_keys, key_begin);
 const int hi = metal::min(block * block_keys + block_keys, key_end);
-const float scale = scalars[0] * LOG2_E;
+const float scale = scalars[0] * FA_LOG2_E;
 #if FA_QUANTIZED
 const uint32_t code_one = as_type<uint32_t>(scalars[1]);  // 1.0f (fa_code_unit)
 const uint32_t pair_one = uint32_t(as_type<ushort>(static_cast<T>(scalars[1]))) * 0x10001u;  // (fa_code_pair)
