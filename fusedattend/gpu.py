@@ -27,11 +27,15 @@ SIMD_WIDTH = 32
 # model's layers do (docs/h200/chain/), 4 was faster at B = 1 (S = 2048: 78.5 against 85.8 µs;
 # S = 32768: 124.0 against 150.2) and 2% slower at B = 32.
 SIMDGROUPS = 4
-# The same for decode_mma.metal's split blocks (both forms). 2 (4 threadgroups of 2 warps an SM,
-# twice the tiles a warp) matched decode_attention.metal with plain K/V at S = 8192 and was the
-# fastest at B = 32, S = 32768 in one 3-round chained sweep (docs/h200/plain-mma/
-# sweep-simdgroups.log, where the 4-bit kernel took it too); not yet confirmed, so 4 as before.
-MMA_SIMDGROUPS = 4
+# The same for decode_mma.metal's split blocks, per form. H200, chained and cold, 3 rounds
+# (docs/h200/simdgroups/sweep-simdgroups.log, 2026-11-30), µs at B = 32, S = 2048 / 8192 / 32768:
+# 4-bit with 2 (4 threadgroups of 2 warps an SM, twice the tiles a warp) 170 / 295 / 741 against
+# 201 / 354 / 773 with 4, B = 8 3-9% faster, B = 1 within the noise (geometric mean over B = 1,
+# 8, 32 x S = 2048, 8192, 32768: 183.5 against 194.4); 1 was slower at B = 1 (170 against 148 at
+# S = 32768). Plain K/V (which take the matrix kernel at S > 16384) keep 4: with 2 and 1, B = 1,
+# S = 32768 took 125 and 145 µs against 115, B = 8 and 32 within 2%.
+QUANTIZED_MMA_SIMDGROUPS = 2
+PLAIN_MMA_SIMDGROUPS = 4
 # A single-pass threadgroup streams all S keys of its rows alone: more simdgroups keep more keys
 # in flight (at most 8: 256 threads x 230 registers of the 4-bit variant fit in 64K). 2 and 8 were
 # no faster (docs/h200/cold/).
@@ -274,7 +278,12 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
     block = S if single_pass else block_keys(S)
     NB = math.ceil(S / block)
     mma = _uses_mma(quantized, dtype, D, single_pass, block)
-    simdgroups = SINGLE_PASS_SIMDGROUPS if single_pass else MMA_SIMDGROUPS if mma else SIMDGROUPS
+    if single_pass:
+        simdgroups = SINGLE_PASS_SIMDGROUPS
+    elif mma:
+        simdgroups = QUANTIZED_MMA_SIMDGROUPS if quantized else PLAIN_MMA_SIMDGROUPS
+    else:
+        simdgroups = SIMDGROUPS
     threads = simdgroups * SIMD_WIDTH
     if mma:
         body_file = "decode_mma.metal"

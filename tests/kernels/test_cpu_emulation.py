@@ -78,7 +78,8 @@ def test_emulated_split_blocks(case):
         with gpu_constants(SINGLE_PASS_MAX_S=0):
             check_parity(case, "cuda")
             _check_requests(case, "cuda")
-        alike = dict(SIMDGROUPS=gpu.SINGLE_PASS_SIMDGROUPS, MMA_SIMDGROUPS=gpu.SINGLE_PASS_SIMDGROUPS,
+        alike = dict(SIMDGROUPS=gpu.SINGLE_PASS_SIMDGROUPS, QUANTIZED_MMA_SIMDGROUPS=gpu.SINGLE_PASS_SIMDGROUPS,
+                     PLAIN_MMA_SIMDGROUPS=gpu.SINGLE_PASS_SIMDGROUPS,
                      KEY_BYTES_IN_FLIGHT=gpu.SINGLE_PASS_KEY_BYTES_IN_FLIGHT, PLAIN_MMA_MIN_BLOCK=0)  # the kernel of the single pass (decode_mma.metal where it takes it)
         with gpu_constants(SINGLE_PASS_MAX_S=0, **alike):
             two = run_case(case, "cuda")
@@ -182,14 +183,6 @@ def test_emulated_plain_matrices_hidden_nan(layout, case):
         check_hidden_garbage(case, "cuda", seed=1, garbage=[np.nan, np.inf, -np.inf])
 
 
-@pinned(PLAIN_MMA_CASES[:2])
-@settings(phases=[Phase.explicit])
-@given(case=short_cases())
-def test_emulated_plain_matrices_with_2_simdgroups(case):
-    """gpu.MMA_SIMDGROUPS = 2 (a sweep option, not the default), split, NVIDIA's layout."""
-    with emulated_gpu("nvidia"), gpu_constants(MMA_SIMDGROUPS=2, SINGLE_PASS_MAX_S=0, PLAIN_MMA_MIN_BLOCK=0):
-        check_parity(case, "cuda")
-        _check_requests(case, "cuda")
 
 
 @pinned(pinned_cases()[:3] + PLAIN_MMA_CASES[:2])
@@ -230,6 +223,20 @@ def test_emulated_quantized_matrices(single_pass_max_s, layout, case):
     tables as tests/kernels/cpu_compat.h states them; only the asm products are emulated)."""
     assert gpu._uses_mma(True, case.dtype, case.dims[-1], False, 0)
     with emulated_gpu(layout), gpu_constants(SINGLE_PASS_MAX_S=single_pass_max_s):
+        check_parity(case, "cuda")
+        _check_requests(case, "cuda")
+
+
+@pytest.mark.parametrize("simdgroups", [1, 2, 4])
+@pinned(MMA_CASES[:2] + PLAIN_MMA_CASES[:2])
+@settings(phases=[Phase.explicit])
+@given(case=short_cases())
+def test_emulated_matrices_with_other_simdgroups(simdgroups, case):
+    """The matrix kernel's split threadgroups with 1, 2 (the 4-bit default) and 4 simdgroups (the
+    plain default), quantized and plain, NVIDIA's layout: fewer simdgroups take more tiles each
+    and merge fewer states through threadgroup memory."""
+    with emulated_gpu("nvidia"), gpu_constants(QUANTIZED_MMA_SIMDGROUPS=simdgroups, PLAIN_MMA_SIMDGROUPS=simdgroups,
+                                               SINGLE_PASS_MAX_S=0, PLAIN_MMA_MIN_BLOCK=0):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 
