@@ -248,6 +248,13 @@ def score_mantissa(dtype, bits, group_size) -> int:
     return mantissa if SCORES16 and bits <= mantissa and group_size * bits >= 128 else 0
 
 
+def plain_weight_scale_log2(dtype) -> int:
+    """The matrix kernel's WEIGHT_SCALE_LOG2 over plain K/V: its output weights (at most 1) enter
+    the products as two parts in the K/V type, and in f16 (smallest step 2^-24) scaled by 2^14
+    so that small weights keep their bits; bf16 has float's range."""
+    return 14 if dtype == mx.float16 else 0
+
+
 class Launch(NamedTuple):
     """A problem's launches, from what they depend on: everything but the arrays."""
 
@@ -295,6 +302,7 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
                          ("SCORE_MANTISSA", score_mantissa(dtype, bits, group_size))]
         else:
             name, per_sm = "fa_decode_mma", PLAIN_MMA_THREADGROUPS_PER_SM
+            template += [("WEIGHT_SCALE_LOG2", plain_weight_scale_log2(dtype))]
         tiles = math.ceil(G * L / MMA_ROWS)
     else:
         name = "fa_quantized_decode_attention" if quantized else "fa_decode_attention"

@@ -69,6 +69,10 @@ struct fa_chunk {
 };
 template <typename T, int E>  // (16-bit T only: a word holds elements 2r and 2r + 1)
 METAL_FUNC uint32_t fa_chunk_pair(const fa_chunk<T, E>& c, int r) { return c.w[r]; }
+template <typename T, int E>  // (16-bit T only: element e of each, one byte permute)
+METAL_FUNC uint32_t fa_chunks_word(const fa_chunk<T, E>& lo, const fa_chunk<T, E>& hi, int e) {
+  return __byte_perm(lo.w[e / 2], hi.w[e / 2], e % 2 ? 0x7632 : 0x5410);
+}
 template <typename T, int E>
 using fa_chunk_word = cuda::std::conditional_t<(E * sizeof(T)) % 16 == 0, uint4, uint2>;
 template <int E, typename T>
@@ -146,14 +150,40 @@ METAL_FUNC void fa_mma2_16(F& d0, F& d1, F16 a0, F16 a1, F16 b, F c0, F c1) {
   }
 #undef FA_MMA16
 }
+// Element g % 2 of accumulator `acc` in lane `from` (lane = (g, t)): a B element of fa_acc_as_b(16).
+template <typename F>
+METAL_FUNC float fa_acc_from(F acc, int from, int lane) {
+  const float e0 = __shfl_sync(0xffffffffu, acc.e[0], from), e1 = __shfl_sync(0xffffffffu, acc.e[1], from);
+  return (lane >> 2) & 1 ? e1 : e0;
+}
 // B element j, (t + 4j, g), is accumulator element g % 2 of lane 4 (t + 4j) + g / 2.
 template <typename F>
 METAL_FUNC F fa_acc_as_b(F acc, int lane) {
   F b;
   for (int j = 0; j < 2; ++j) {
-    const int from = 4 * ((lane & 3) + 4 * j) + (lane >> 3);
-    const float e0 = __shfl_sync(0xffffffffu, acc.e[0], from), e1 = __shfl_sync(0xffffffffu, acc.e[1], from);
-    b.e[j] = (lane >> 2) & 1 ? e1 : e0;
+    b.e[j] = fa_acc_from(acc, 4 * ((lane & 3) + 4 * j) + (lane >> 3), lane);
   }
   return b;
+}
+// Two accumulators (rows 0..7 and 8..15) as one B operand over k = 16 in float (fa_frag16f):
+// B element e, (2t + 8 (e / 2) + e % 2, g), is element g % 2 of lane 4 (2t + e % 2) + g / 2 of
+// accumulator e / 2.
+template <typename F, typename B>
+METAL_FUNC void fa_accs_as_b16(F p0, F p1, int lane, B& b) {
+  for (int e = 0; e < 4; ++e) {
+    b.e[e] = fa_acc_from(e < 2 ? p0 : p1, 4 * (2 * (lane & 3) + e % 2) + (lane >> 3), lane);
+  }
+}
+// fa_mma2_16 for a `b` of any float values (fa_frag16f), as two parts in T, hi = T(b) and
+// lo = T(b - hi): 16 of float's 24 bits in bf16, 22 in f16 (whose range the caller keeps b in).
+template <typename T, typename F, typename F16, typename B>
+METAL_FUNC void fa_mma2_16_any_b(F& d0, F& d1, F16 a0, F16 a1, B b, F c0, F c1) {
+  F16 hi = {}, lo = {};
+  for (int e = 0; e < 4; ++e) {
+    const T h = T(b.e[e]), l = T(b.e[e] - float(h));
+    hi.w[e / 2] |= uint32_t(as_type<ushort>(h)) << (16 * (e % 2));
+    lo.w[e / 2] |= uint32_t(as_type<ushort>(l)) << (16 * (e % 2));
+  }
+  fa_mma2_16<T>(d0, d1, a0, a1, lo, c0, c1);
+  fa_mma2_16<T>(d0, d1, a0, a1, hi, d0, d1);
 }

@@ -55,6 +55,12 @@ template <typename T, int E>
 METAL_FUNC uint32_t fa_chunk_pair(thread const fa_chunk<T, E>& c, int r) {
   return uint32_t(as_type<ushort>(c.x[2 * r])) | uint32_t(as_type<ushort>(c.x[2 * r + 1])) << 16;
 }
+// Element e of two chunks of 16-bit T as one 32-bit word, `lo`'s in the low half: a word of a
+// 16-bit matrix operand that pairs two keys of one dim (decode_mma.metal's V^T).
+template <typename T, int E>
+METAL_FUNC uint32_t fa_chunks_word(thread const fa_chunk<T, E>& lo, thread const fa_chunk<T, E>& hi, int e) {
+  return uint32_t(as_type<ushort>(lo.x[e])) | uint32_t(as_type<ushort>(hi.x[e])) << 16;
+}
 #endif
 
 // 2^x, exactly 0 at x = -inf: a hidden key's weight must be 0, not merely tiny.
@@ -184,6 +190,11 @@ struct fa_frag {
 struct fa_frag16 {
   uint32_t w[2];
 };
+// A 16-bit operand's four elements in float, where they are not exact in T (the weights P^T of
+// decode_mma.metal's plain output): fa_mma2_16_any_b takes it as B.
+struct fa_frag16f {
+  float e[4];
+};
 #ifndef FA_HAVE_MMA
 // Apple's layout, as MLX's steel kernels use it: every role holds (row, col) and (row, col + 1).
 METAL_FUNC int fa_frag_row(int lane) {
@@ -263,6 +274,22 @@ METAL_FUNC void fa_mma2_16(thread fa_frag& d0, thread fa_frag& d1, fa_frag16 a0,
 // An accumulator's matrix as a B operand: element (r, c) stays (r, c). All lanes take part.
 METAL_FUNC fa_frag fa_acc_as_b(fa_frag acc, int lane) {
   return acc;
+}
+// Two accumulators (rows 0..7 and 8..15 of a 16 x 8 matrix) as one B operand over k = 16 in
+// float (fa_frag16f): here in place. All lanes take part.
+METAL_FUNC void fa_accs_as_b16(fa_frag p0, fa_frag p1, int lane, thread fa_frag16f& b) {
+  b = fa_frag16f{{p0.e[0], p0.e[1], p1.e[0], p1.e[1]}};
+}
+// fa_mma2_16 for a `b` of any float values (fa_frag16f): here two products in float, as
+// fa_mma2_16's.
+template <typename T>
+METAL_FUNC void fa_mma2_16_any_b(thread fa_frag& d0, thread fa_frag& d1, fa_frag16 a0, fa_frag16 a1, fa_frag16f b,
+                                 fa_frag c0, fa_frag c1) {
+  for (int kh = 0; kh < 2; ++kh) {
+    const fa_frag b_kh = fa_frag{{b.e[2 * kh], b.e[2 * kh + 1]}};
+    fa_mma2(d0, d1, fa_frag16_floats<T>(a0, kh), fa_frag16_floats<T>(a1, kh), b_kh, kh == 0 ? c0 : d0,
+            kh == 0 ? c1 : d1);
+  }
 }
 #endif
 // Which of the 4 runs of a 16-bit score tile's dims (fa_qmma_score_dim16) a lane's A words hold.
@@ -405,13 +432,14 @@ METAL_FUNC void fa_qmma_load_tile(
 
 // What a lane of decode_mma.metal loads of one 16-key tile of plain K/V (f16 / bf16, D a multiple
 // of 32), for each half h of it: the K elements of its A operand's words (the key h * 8 + its row:
-// run fa_frag16_k_run(lane) of the 4 runs of D / 4 dims, fa_qmma_score_dim16<D, 16>), and
-// the V elements of its A elements (keys h * 8 + its columns: run fa_frag_row(lane) of the 8 runs
-// of D / 8 dims, fa_qmma_out_dim<D>). Both runs start at a multiple of their vector load's size.
+// run fa_frag16_k_run(lane) of the 4 runs of D / 4 dims, fa_qmma_score_dim16<D, 16>), and the V
+// elements of its 16-bit V^T operands' word h (keys fa_frag16_k_a(lane, 2h + j), j = 0, 1: run
+// fa_frag_row(lane) of the 8 runs of D / 8 dims, fa_qmma_out_dim<D>). Both runs start at a
+// multiple of their vector load's size.
 template <typename T, int D>
 struct fa_pmma_tile {
   fa_chunk<T, D / 4> k[2];     // [half]
-  fa_chunk<T, D / 8> v[2][2];  // [half][A element]
+  fa_chunk<T, D / 8> v[2][2];  // [half][key of the word]
 };
 template <typename T, int D, typename Ptr, typename Strides>
 METAL_FUNC bool fa_pmma_packed_rows(Ptr row, Strides strides) {
@@ -433,7 +461,7 @@ METAL_FUNC void fa_pmma_load_tile(thread fa_pmma_tile<T, D>& t, bool narrow, boo
                          packed, t.k[h]);
     #pragma unroll
     for (int j = 0; j < 2; ++j) {
-      const int col_key = metal::min(first + h * HALF_KEYS + fa_frag_col_a(lane, j), last);
+      const int col_key = metal::min(first + fa_frag16_k_a(lane, 2 * h + j), last);
       fa_load_chunk<D / 8>(v_row + fa_key_offset(narrow, v_strides, col_key) + fa_frag_row(lane) * (D / 8) * v_step,
                            v_step, packed, t.v[h][j]);
     }

@@ -20,21 +20,26 @@
 //   Dims are permuted within a group (fa_qmma_score_dim(16) / fa_qmma_out_dim), so that a lane's
 //   codes of a group are one run of words; the output goes back in D's order.
 // Plain K/V are the same schedule with one group the width of D and no codes: a lane's K words
-// are T pairs as loaded (a run of D / 4 dims of its row's key, 16-bit scores always), its V
-// elements a run of D / 8 dims of each of its A operand's keys, widened to float; no scales or
-// bias terms. A weight of 0 times a NaN in V would still be NaN in a product, so the V elements of
-// keys that no row of the tile sees are zeroed (a tile of the block's end, masks, key ranges).
+// are T pairs as loaded (a run of D / 4 dims of its row's key, 16-bit scores always); its V
+// elements, a run of D / 8 dims of each of 2 pairs of consecutive keys, become words of V^T in T
+// that pair two keys of one dim (fa_chunks_word: one byte permute on NVIDIA), against the weights
+// of the whole 16-key tile as a float operand (fa_mma2_16_any_b); no scales or bias terms. A
+// weight of 0 times a NaN in V would still be NaN in a product, so the V elements of keys that no
+// row of the tile sees are zeroed (a tile of the block's end, masks, key ranges).
 // Body of mx.fast.metal_kernel / mx.fast.cuda_kernel. Compile-time: T (f16 or bf16 queries), D
 // (<= 128; quantized: a multiple of GS; plain: of 32), NSG, MASK, MT, OFFSETS32 (32-bit offsets
 // where the strides allow); quantized K/V: GS (group size), BITS, ST (scales dtype),
-// SCORE_MANTISSA (T's mantissa bits for 16-bit scores, 0 for 32-bit). FA_QUANTIZED and
-// FA_SINGLE_PASS as in decode_attention.metal. Run-time dims[]: L, G, block, has key ranges;
+// SCORE_MANTISSA (T's mantissa bits for 16-bit scores, 0 for 32-bit); plain K/V: WEIGHT_SCALE_LOG2.
+// FA_QUANTIZED and FA_SINGLE_PASS as in decode_attention.metal. Run-time dims[]: L, G, block, has key ranges;
 // scalars[]: the softmax scale, 1.0f.
 
 #if !FA_QUANTIZED
 constexpr int GS = D;              // one group: a lane's K run is D / 4 dims, its V run D / 8
 constexpr int BITS = 16;           // a K "code" is a T element: fa_qmma_score_dim16<D, 16>
 constexpr int SCORE_MANTISSA = 1;  // scores on 16-bit operands always (K and Q are T)
+// The output's weights, at most 1, enter the products scaled by 2^WEIGHT_SCALE_LOG2 (14 for
+// f16, whose parts would lose weights under 2^-24 to its range; 0 for bf16), undone at the end.
+constexpr float WEIGHT_SCALE = float(1 << WEIGHT_SCALE_LOG2);
 #endif
 
 constexpr int THREADS = NSG * 32;
@@ -361,28 +366,35 @@ for (int pass = 0; pass < 2; ++pass) {
     // The weights P^T (keys x rows), then as B operands scaled for each V group. Hidden keys never
     // touch the output: codes are finite, so zeroing their scale and bias is enough, NaN included;
     // plain V elements of keys that no row sees are zeroed.
+#if FA_QUANTIZED
     fa_frag weights[GROUPS][2];
-#if !FA_QUANTIZED
+#else
+    fa_frag p[2];   // [half]
     uint seen = 0;  // bit h * 8 + key of a half: some row of the tile weighs that key
 #endif
     #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      fa_frag p;
+#if FA_QUANTIZED
+      fa_frag p_h;
+#else
+      thread fa_frag& p_h = p[h];
+#endif
       #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        p.e[j] = fa_exp2(score[h][j] - weight_base[j]);
-        row_sum[j] += p.e[j];
+        p_h.e[j] = fa_exp2(score[h][j] - weight_base[j]);
+        row_sum[j] += p_h.e[j];
 #if FA_QUANTIZED
         #pragma unroll
         for (int g = 0; g < GROUPS; ++g) {
-          bias_sum[g][j] += p.e[j] != 0.0f ? p.e[j] * v_unit_bias[h][g] : 0.0f;
+          bias_sum[g][j] += p_h.e[j] != 0.0f ? p_h.e[j] * v_unit_bias[h][g] : 0.0f;
         }
 #else
-        seen |= p.e[j] != 0.0f ? 1u << (h * HALF_KEYS + fa_frag_row(lane)) : 0u;
+        seen |= p_h.e[j] != 0.0f ? 1u << (h * HALF_KEYS + fa_frag_row(lane)) : 0u;
+        p_h.e[j] *= WEIGHT_SCALE;
 #endif
       }
-      const fa_frag p_b = fa_acc_as_b(p, lane);
 #if FA_QUANTIZED
+      const fa_frag p_b = fa_acc_as_b(p_h, lane);
       #pragma unroll
       for (int g = 0; g < GROUPS; ++g) {
         #pragma unroll
@@ -390,25 +402,10 @@ for (int pass = 0; pass < 2; ++pass) {
           weights[g][h].e[j] = p_b.e[j] != 0.0f ? p_b.e[j] * v_unit_scale[h][j][g] : 0.0f;
         }
       }
-#else
-      weights[0][h] = p_b;
 #endif
     }
-#if !FA_QUANTIZED
-    seen = simd_or(seen);
-    if (seen != (1u << TILE_KEYS) - 1u) {  // the same in every lane: a branch of the whole simdgroup
-      #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        #pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          if ((seen >> (h * HALF_KEYS + fa_frag_col_a(lane, j)) & 1u) == 0u) {
-            now.v[h][j] = fa_chunk<T, OUT_RUN>();
-          }
-        }
-      }
-    }
-#endif
-    // O^T += V^T P^T, two 8-dim tiles (of one group) at a time.
+#if FA_QUANTIZED
+    // O^T += V_G^T P_G^T, two 8-dim tiles (of one group) at a time.
     #pragma unroll
     for (int i = 0; i < TILES; i += 2) {
       const int g = i / TILES_PER_GROUP;
@@ -419,16 +416,42 @@ for (int pass = 0; pass < 2; ++pass) {
         for (int t = 0; t < 2; ++t) {
           #pragma unroll
           for (int j = 0; j < 2; ++j) {
-#if FA_QUANTIZED
             v_frag[t].e[j] = now.v_codes[h][j][g][(i + t) % TILES_PER_GROUP];
-#else
-            v_frag[t].e[j] = now.v[h][j][i + t];
-#endif
           }
         }
         fa_mma2_any_b(out_frag[i], out_frag[i + 1], v_frag[0], v_frag[1], weights[g][h], out_frag[i], out_frag[i + 1]);
       }
     }
+#else
+    seen = simd_or(seen);
+    if (seen != (1u << TILE_KEYS) - 1u) {  // the same in every lane: a branch of the whole simdgroup
+      #pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        #pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          if ((seen >> fa_frag16_k_a(lane, 2 * h + j) & 1u) == 0u) {
+            now.v[h][j] = fa_chunk<T, OUT_RUN>();
+          }
+        }
+      }
+    }
+    // O^T += V^T P^T over the whole tile, two 8-dim tiles at a time: V^T in T as loaded (a word
+    // pairs two keys of one dim), the weights in float (fa_mma2_16_any_b).
+    fa_frag16f weights;
+    fa_accs_as_b16(p[0], p[1], lane, weights);
+    #pragma unroll
+    for (int i = 0; i < TILES; i += 2) {
+      fa_frag16 v16[2];
+      #pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          v16[t].w[h] = fa_chunks_word(now.v[h][0], now.v[h][1], i + t);
+        }
+      }
+      fa_mma2_16_any_b<T>(out_frag[i], out_frag[i + 1], v16[0], v16[1], weights, out_frag[i], out_frag[i + 1]);
+    }
+#endif
   }
 }
 
@@ -456,7 +479,7 @@ for (int j = 0; j < 2; ++j) {
 #if FA_QUANTIZED
     tg_acc[(sg * ROWS + r) * D + d] = out_frag[i].e[j] + bias_sum[i / TILES_PER_GROUP][j];
 #else
-    tg_acc[(sg * ROWS + r) * D + d] = out_frag[i].e[j];
+    tg_acc[(sg * ROWS + r) * D + d] = out_frag[i].e[j] * (1.0f / WEIGHT_SCALE);
 #endif
   }
   if (fa_frag_row(lane) == 0) {  // one lane of each row

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
+import fusedattend as fa
 from fusedattend import gpu
 from tests.kernels.cpu_emulator import compiler_available, emulated_gpu
 from tests.kernels.gpu_constants import gpu_constants
@@ -225,6 +226,24 @@ def test_emulated_quantized_matrices(single_pass_max_s, layout, case):
     with emulated_gpu(layout), gpu_constants(SINGLE_PASS_MAX_S=single_pass_max_s):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
+
+
+@pytest.mark.parametrize("layout", ["apple", "nvidia"])
+@pytest.mark.parametrize("single_pass_max_s", [4096, 0], ids=["one_block", "split"])
+def test_emulated_plain_matrices_keep_small_weights_in_f16(single_pass_max_s, layout):
+    """The output's weights reach the products as two f16 parts on NVIDIA, whose smallest step is
+    2^-24: 511 keys of weight 2^-25 against one of weight 1 (V 1000 against 0) must still give
+    511 * 2^-25 * 1000 = 0.0152, not 0 (gpu.plain_weight_scale_log2 scales them into range)."""
+    S, D = 512, 32
+    q = mx.zeros((1, 1, 1, D)).at[..., 0].add(1.0).astype(mx.float16)
+    k = mx.zeros((1, 1, S, D)).at[:, :, 1:, 0].add(-25 * math.log(2)).astype(mx.float16)
+    v = mx.zeros((1, 1, S, D)).at[:, :, 1:, :].add(1000.0).astype(mx.float16)
+    with emulated_gpu(layout), gpu_constants(SINGLE_PASS_MAX_S=single_pass_max_s, PLAIN_MMA_MIN_BLOCK=0):
+        assert gpu._uses_mma(False, mx.float16, D, True, 0)
+        out = fa.decode_attention(q, k, v, scale=1.0, backend="cuda")
+    want = fa.decode_attention(q, k, v, scale=1.0, backend="reference").astype(mx.float32)
+    assert 0.014 < want[0, 0, 0, 0].item() < 0.017
+    assert mx.allclose(out.astype(mx.float32), want, rtol=2e-3, atol=0).item(), (out[0, 0, 0, :4], want[0, 0, 0, :4])
 
 
 @pytest.mark.parametrize("simdgroups", [1, 2, 4])
