@@ -12,6 +12,7 @@ SHORT = {
     "smsp__issue_active.avg.pct_of_peak_sustained_active": "issue%",
     "launch__registers_per_thread": "regs",
     "launch__grid_size": "grid",
+    "smsp__inst_executed.sum": "instructions",
 }
 
 
