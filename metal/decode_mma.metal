@@ -30,8 +30,8 @@
 // (<= 128; quantized: a multiple of GS; plain: of 32), NSG, MASK, MT, OFFSETS32 (32-bit offsets
 // where the strides allow); quantized K/V: GS (group size), BITS, ST (scales dtype),
 // SCORE_MANTISSA (T's mantissa bits for 16-bit scores, 0 for 32-bit); plain K/V: WEIGHT_SCALE_LOG2.
-// FA_QUANTIZED and FA_SINGLE_PASS as in decode_attention.metal. Run-time dims[]: L, G, block, has key ranges;
-// scalars[]: the softmax scale, 1.0f.
+// FA_QUANTIZED and FA_SINGLE_PASS as in decode_attention.metal. Run-time dims[]: L, G, block, has
+// key ranges; scalars[]: the softmax scale, 1.0f.
 
 #if !FA_QUANTIZED
 constexpr int GS = D;              // one group: a lane's K run is D / 4 dims, its V run D / 8
