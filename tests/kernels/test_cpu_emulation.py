@@ -184,8 +184,6 @@ def test_emulated_plain_matrices_hidden_nan(layout, case):
         check_hidden_garbage(case, "cuda", seed=1, garbage=[np.nan, np.inf, -np.inf])
 
 
-
-
 @pinned(pinned_cases()[:3] + PLAIN_MMA_CASES[:2])
 @settings(phases=[Phase.explicit])
 @given(case=short_cases())
