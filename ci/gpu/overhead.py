@@ -9,7 +9,10 @@ alone on partials evaluated beforehand, decode + merge without argument checks; 
 as the default schedule makes it; mx.fast.scaled_dot_product_attention for comparison. Then host
 time alone (calls made and dropped, never evaluated; best of 5 x 200): the decode kernel's call
 with its sources as gpu.kernel_sources hands them to MLX (gpu.compact_source) and as the files
-read, the public call, and mx.fast.sdpa. Writes $OUT/overhead_B_S.json.
+read, the public call, and mx.fast.sdpa; what MLX's own call costs: an empty kernel's call, the
+same with the decode kernel's template arguments (unused), and the decode kernel with its
+template arguments written into the source as MLX writes them (constexpr / using lines) and
+none passed. Writes $OUT/overhead_B_S.json.
 """
 import json
 import os
@@ -24,6 +27,9 @@ from fusedattend._problem import plain_problem
 
 sys.path.insert(0, os.path.dirname(__file__))
 from schedule_sweep import decode_inputs, queued_us  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+from tests.kernels.nvcc_wrap import CUDA_TYPES, template_lines  # noqa: E402
 
 
 def split(fn):
@@ -69,9 +75,25 @@ def main():
                                output_names=list(launch["output_names"]), source=body, header=header,
                                ensure_row_contiguous=False)
     mx.eval(full(**launch["call"]))
+    call = dict(launch["call"])
+    template = call.pop("template")
+    compact_body, compact_header = gpu.kernel_sources(launch["body_file"], launch["defines"], launch["launch_bounds"])
+    inline = mx.fast.cuda_kernel(name=launch["name"] + "_inline_template", input_names=list(launch["input_names"]),
+                                 output_names=list(launch["output_names"]),
+                                 source="\n".join(template_lines(template, CUDA_TYPES)) + compact_body, header=compact_header,
+                                 ensure_row_contiguous=False)
+    mx.eval(inline(template=[], **call))
+    mx.eval(empty_kernel(inputs=[q], grid=(32, 1, 1), threadgroup=(32, 1, 1), output_shapes=[(1,)],
+                         output_dtypes=[mx.float32], template=template))
     host_rows = {
         "host: decode kernel call, compacted sources": lambda: decode(**launch["call"]),
         "host: decode kernel call, sources as read": lambda: full(**launch["call"]),
+        "host: decode kernel call, template as source lines": lambda: inline(template=[], **call),
+        "host: empty kernel call": lambda: empty_kernel(inputs=[q], grid=(32, 1, 1), threadgroup=(32, 1, 1),
+                                                         output_shapes=[(1,)], output_dtypes=[mx.float32]),
+        "host: empty kernel call, the decode's template arguments": lambda: empty_kernel(
+            inputs=[q], grid=(32, 1, 1), threadgroup=(32, 1, 1), output_shapes=[(1,)], output_dtypes=[mx.float32],
+            template=template),
         "host: fa.decode_attention": lambda: fa.decode_attention(q, k, v, backend="cuda"),
         "host: mx.fast.sdpa": lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=128 ** -0.5),
     }
