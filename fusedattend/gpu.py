@@ -163,24 +163,50 @@ def compact_source(text: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def kernel_sources(body_file: str, defines=(), launch_bounds=None, compact=True):
+# A kernel's compile-time constants (T, D, NSG, ...) open its body as constexpr / using lines,
+# as MLX writes template arguments, once per kernel object (_kernel): passed as `template` with
+# each call, MLX converts and formats them on every call (the decode kernel's nine cost 2.5 µs of
+# host time a call on the H200's machine, docs/h200/host/). Types by the compiler's names.
+METAL_TYPE_NAMES = {mx.float32: "float", mx.float16: "half", mx.bfloat16: "bfloat16_t", mx.bool_: "bool",
+                    mx.int32: "int32_t", mx.uint32: "uint32_t"}
+CUDA_TYPE_NAMES = {**METAL_TYPE_NAMES, mx.float16: "__half", mx.bfloat16: "__nv_bfloat16"}
+
+
+def constant_lines(constants, type_names) -> str:
+    """(name, int | bool | Dtype) pairs as the lines MLX writes for template arguments."""
+    lines = []
+    for name, value in constants:
+        if isinstance(value, bool):
+            lines.append(f"constexpr bool {name} = {'true' if value else 'false'};\n")
+        elif isinstance(value, int):
+            lines.append(f"constexpr int {name} = {value};\n")
+        else:
+            lines.append(f"using {name} = {type_names[value]};\n")
+    return "".join(lines)
+
+
+def kernel_sources(body_file: str, defines=(), launch_bounds=None, constants=(), compact=True):
     """(source, header) exactly as handed to mx.fast.{metal,cuda}_kernel on this platform.
 
     launch_bounds: (threads, threadgroups an SM) for CUDA's __launch_bounds__, or None.
+    constants: the body's compile-time constants (constant_lines).
     compact=False: the files' text as it is (for ci/gpu/overhead.py's comparison)."""
     body = "".join(f"#define {k} {v}\n" for k, v in defines) + read_kernel_file(body_file)
     header = "".join(read_kernel_file(h) for h in HEADER_FILES)
-    if not on_metal():
+    if on_metal():
+        body = constant_lines(constants, METAL_TYPE_NAMES) + body
+    else:
         bounds = "#define FA_LAUNCH_BOUNDS {}, {}\n".format(*launch_bounds) if launch_bounds else ""
-        body, header = CUDA_THREAD_ATTRIBUTES + body, bounds + read_kernel_file(CUDA_COMPAT) + header
+        body = constant_lines(constants, CUDA_TYPE_NAMES) + CUDA_THREAD_ATTRIBUTES + body
+        header = bounds + read_kernel_file(CUDA_COMPAT) + header
     if not compact:
         return "\n" + body, header
     return "\n" + compact_source(body), compact_source(header)
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(name, input_names, output_names, body_file, defines=(), launch_bounds=None):
-    source, header = kernel_sources(body_file, defines, launch_bounds)
+def _kernel(name, input_names, output_names, body_file, defines=(), launch_bounds=None, constants=()):
+    source, header = kernel_sources(body_file, defines, launch_bounds, constants)
     make = mx.fast.metal_kernel if on_metal() else mx.fast.cuda_kernel
     # MLX's CUDA backend keeps compiled kernels on disk by name alone (MLX_PTX_CACHE_DIR, by
     # default under the temp directory, per MLX version): a name that stayed the same when the
@@ -258,16 +284,18 @@ def plain_weight_scale_log2(dtype) -> int:
 class Launch(NamedTuple):
     """A problem's launches, from what they depend on: everything but the arrays."""
 
-    name: str  # MLX caches a compiled kernel by name and template arguments only
+    name: str  # MLX caches a compiled kernel by name only (_kernel appends a digest of the text)
     body_file: str
     single_pass: bool  # one block: the decode kernel writes the output, no merge
     input_names: tuple
     output_names: tuple
     defines: tuple
+    constants: tuple  # the body's compile-time constants (constant_lines)
     launch_bounds: Optional[tuple]  # (threads, threadgroups an SM), CUDA only
     dims: mx.array
-    kernel_args: dict  # template, grid, threadgroup, output_shapes, output_dtypes
-    merge_args: Optional[dict]  # the same for merge_partials.metal, when S is split
+    kernel_args: dict  # grid, threadgroup, output_shapes, output_dtypes
+    merge_constants: Optional[tuple]  # the same for merge_partials.metal, when S is split
+    merge_args: Optional[dict]
 
 
 PLAIN_INPUTS = ("q", "k", "v")
@@ -294,15 +322,15 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
     threads = simdgroups * SIMD_WIDTH
     if mma:
         body_file = "decode_mma.metal"
-        template = [("T", dtype), ("D", D), ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype),
-                    ("OFFSETS32", MMA_OFFSETS32)]
+        constants = [("T", dtype), ("D", D), ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype),
+                     ("OFFSETS32", MMA_OFFSETS32)]
         if quantized:
             name, per_sm = "fa_quantized_decode_mma", QUANTIZED_MMA_THREADGROUPS_PER_SM
-            template += [("GS", group_size), ("BITS", bits), ("ST", scales_dtype),
-                         ("SCORE_MANTISSA", score_mantissa(dtype, bits, group_size))]
+            constants += [("GS", group_size), ("BITS", bits), ("ST", scales_dtype),
+                          ("SCORE_MANTISSA", score_mantissa(dtype, bits, group_size))]
         else:
             name, per_sm = "fa_decode_mma", PLAIN_MMA_THREADGROUPS_PER_SM
-            template += [("WEIGHT_SCALE_LOG2", plain_weight_scale_log2(dtype))]
+            constants += [("WEIGHT_SCALE_LOG2", plain_weight_scale_log2(dtype))]
         tiles = math.ceil(G * L / MMA_ROWS)
     else:
         name = "fa_quantized_decode_attention" if quantized else "fa_decode_attention"
@@ -320,19 +348,20 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
         else:  # U: keys each lane loads (K and V) before using any of them
             key_bytes = SINGLE_PASS_KEY_BYTES_IN_FLIGHT if single_pass else KEY_BYTES_IN_FLIGHT
             keys_in_flight = max(1, min(MAX_KEYS_IN_FLIGHT, key_bytes // (elements * dtype.size)))
-        template = [("T", dtype), ("D", D), ("E", elements), ("ROWS", rows), ("U", keys_in_flight),
-                    ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype)]
+        constants = [("T", dtype), ("D", D), ("E", elements), ("ROWS", rows), ("U", keys_in_flight),
+                     ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype)]
         if quantized:
-            template += [("BITS", bits), ("ST", scales_dtype)]
+            constants += [("BITS", bits), ("ST", scales_dtype)]
     if single_pass:
         name += "_single_pass"
         outputs = dict(output_shapes=[out_shape], output_dtypes=[dtype])
-        merge_args = None
+        merge_constants = merge_args = None
     else:
         outputs = dict(output_shapes=[(N, H_q, L, NB, D), (N, H_q, L, NB, 2)],
                        output_dtypes=[mx.float32, mx.float32])
         merge_threads = math.ceil(D / SIMD_WIDTH) * SIMD_WIDTH  # whole simdgroups: it shuffles
-        merge_args = dict(template=[("T", dtype), ("D", D)], grid=(N * H_q * L * merge_threads, 1, 1),
+        merge_constants = (("T", dtype), ("D", D))
+        merge_args = dict(grid=(N * H_q * L * merge_threads, 1, 1),
                           threadgroup=(merge_threads, 1, 1), output_shapes=[out_shape], output_dtypes=[dtype])
     if per_sm:
         name += f"_{per_sm}_per_sm"
@@ -344,10 +373,11 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
         input_names=(QUANTIZED_INPUTS if quantized else PLAIN_INPUTS) + COMMON_INPUTS,
         output_names=("out",) if single_pass else ("out_partial", "stats_partial"),
         defines=defines,
+        constants=tuple(constants),
         launch_bounds=(threads, per_sm) if per_sm else None,
         dims=_int32s(L, G, block, int(has_ranges), group_size or 0),
-        kernel_args=dict(template=template, grid=(NB * threads, H_kv * tiles, N), threadgroup=(threads, 1, 1),
-                         **outputs),
+        kernel_args=dict(grid=(NB * threads, H_kv * tiles, N), threadgroup=(threads, 1, 1), **outputs),
+        merge_constants=merge_constants,
         merge_args=merge_args,
     )
 
@@ -380,7 +410,7 @@ def _launch_inputs(problem: Problem, quantized: bool, shape):
 
 def decode_launch(problem: Problem, quantized: bool) -> dict:
     """The decode kernel's launch in full (for tools and tests): its Launch fields, and the
-    arguments of the kernel call (inputs, template, grid, threadgroup, outputs) as `call`."""
+    arguments of the kernel call (inputs, grid, threadgroup, outputs) as `call`."""
     launch, inputs = _launch_inputs(problem, quantized, problem.shape)
     described = launch._asdict()
     described["call"] = dict(inputs=inputs, **described.pop("kernel_args"))
@@ -396,11 +426,12 @@ def _attend(problem: Problem, quantized: bool) -> mx.array:
         return (reference.quantized_decode_attention if quantized else reference.decode_attention)(problem)
     launch, inputs = _launch_inputs(problem, quantized, shape)
     decode = _kernel(launch.name, launch.input_names, launch.output_names, launch.body_file, launch.defines,
-                     launch.launch_bounds)
+                     launch.launch_bounds, launch.constants)
     outputs = decode(inputs=inputs, **launch.kernel_args)
     if launch.single_pass:
         return outputs[0]
-    merge = _kernel("fa_merge_partials", ("out_partial", "stats_partial"), ("out",), "merge_partials.metal")
+    merge = _kernel("fa_merge_partials", ("out_partial", "stats_partial"), ("out",), "merge_partials.metal",
+                    constants=launch.merge_constants)
     return merge(inputs=outputs, **launch.merge_args)[0]
 
 

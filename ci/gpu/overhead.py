@@ -7,12 +7,11 @@ and with the second reading the first's output (what a dependency between launch
 the split path (gpu.SINGLE_PASS_MAX_S = 0, whatever S): the decode kernel alone, the merge kernel
 alone on partials evaluated beforehand, decode + merge without argument checks; the public call
 as the default schedule makes it; mx.fast.scaled_dot_product_attention for comparison. Then host
-time alone (calls made and dropped, never evaluated; best of 5 x 200): the decode kernel's call
+time alone (calls made and dropped, never evaluated; best of 5 x 1000): the decode kernel's call
 with its sources as gpu.kernel_sources hands them to MLX (gpu.compact_source) and as the files
-read, the public call, and mx.fast.sdpa; what MLX's own call costs: an empty kernel's call, the
-same with the decode kernel's template arguments (unused), and the decode kernel with its
-template arguments written into the source as MLX writes them (constexpr / using lines) and
-none passed. Writes $OUT/overhead_B_S.json.
+read, the same with its compile-time constants passed as template arguments on each call instead
+of written into the body (gpu.constant_lines), an empty kernel's call with and without those
+template arguments, the public call, and mx.fast.sdpa. Writes $OUT/overhead_B_S.json.
 """
 import json
 import os
@@ -27,9 +26,6 @@ from fusedattend._problem import plain_problem
 
 sys.path.insert(0, os.path.dirname(__file__))
 from schedule_sweep import decode_inputs, queued_us  # noqa: E402
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
-from tests.kernels.nvcc_wrap import CUDA_TYPES, template_lines  # noqa: E402
 
 
 def split(fn):
@@ -48,7 +44,7 @@ def main():
     problem = plain_problem(q, k, v, None, None, None)
     launch = split(lambda: gpu.decode_launch(problem, quantized=False))
     decode = gpu._kernel(launch["name"], launch["input_names"], launch["output_names"],
-                         launch["body_file"], launch["defines"], launch["launch_bounds"])
+                         launch["body_file"], launch["defines"], launch["launch_bounds"], launch["constants"])
     empty_kernel = mx.fast.cuda_kernel(name="fa_empty", input_names=["x"], output_names=["y"], source="y[0] = 0.0f;")
 
     def empty(x):
@@ -57,7 +53,8 @@ def main():
 
     partials = decode(**launch["call"])
     mx.eval(partials)
-    merge = gpu._kernel("fa_merge_partials", ("out_partial", "stats_partial"), ("out",), "merge_partials.metal")
+    merge = gpu._kernel("fa_merge_partials", ("out_partial", "stats_partial"), ("out",), "merge_partials.metal",
+                        constants=launch["merge_constants"])
     rows = {
         "empty custom kernel": lambda: empty(q),
         "two independent empty kernels": lambda: [empty(q), empty(k)],
@@ -70,25 +67,25 @@ def main():
     }
     result = {name: round(queued_us(fn), 1) for name, fn in rows.items()}
 
-    body, header = gpu.kernel_sources(launch["body_file"], launch["defines"], launch["launch_bounds"], compact=False)
+    body, header = gpu.kernel_sources(launch["body_file"], launch["defines"], launch["launch_bounds"],
+                                      launch["constants"], compact=False)
     full = mx.fast.cuda_kernel(name=launch["name"] + "_uncompacted", input_names=list(launch["input_names"]),
                                output_names=list(launch["output_names"]), source=body, header=header,
                                ensure_row_contiguous=False)
     mx.eval(full(**launch["call"]))
-    call = dict(launch["call"])
-    template = call.pop("template")
-    compact_body, compact_header = gpu.kernel_sources(launch["body_file"], launch["defines"], launch["launch_bounds"])
-    inline = mx.fast.cuda_kernel(name=launch["name"] + "_inline_template", input_names=list(launch["input_names"]),
-                                 output_names=list(launch["output_names"]),
-                                 source="\n".join(template_lines(template, CUDA_TYPES)) + compact_body, header=compact_header,
-                                 ensure_row_contiguous=False)
-    mx.eval(inline(template=[], **call))
+    template = list(launch["constants"])
+    plain_body, compact_header = gpu.kernel_sources(launch["body_file"], launch["defines"], launch["launch_bounds"])
+    templated = mx.fast.cuda_kernel(name=launch["name"] + "_templated", input_names=list(launch["input_names"]),
+                                    output_names=list(launch["output_names"]), source=plain_body,
+                                    header=compact_header, ensure_row_contiguous=False)
+    mx.eval(templated(template=template, **launch["call"]))
     mx.eval(empty_kernel(inputs=[q], grid=(32, 1, 1), threadgroup=(32, 1, 1), output_shapes=[(1,)],
                          output_dtypes=[mx.float32], template=template))
     host_rows = {
         "host: decode kernel call, compacted sources": lambda: decode(**launch["call"]),
         "host: decode kernel call, sources as read": lambda: full(**launch["call"]),
-        "host: decode kernel call, template as source lines": lambda: inline(template=[], **call),
+        "host: decode kernel call, constants as template arguments": lambda: templated(template=template,
+                                                                                        **launch["call"]),
         "host: empty kernel call": lambda: empty_kernel(inputs=[q], grid=(32, 1, 1), threadgroup=(32, 1, 1),
                                                          output_shapes=[(1,)], output_dtypes=[mx.float32]),
         "host: empty kernel call, the decode's template arguments": lambda: empty_kernel(
@@ -101,9 +98,9 @@ def main():
         samples = []
         for _ in range(5):
             t0 = time.perf_counter()
-            for _ in range(200):
+            for _ in range(1000):
                 fn()
-            samples.append((time.perf_counter() - t0) / 200 * 1e6)
+            samples.append((time.perf_counter() - t0) / 1000 * 1e6)
         result[name] = round(min(samples), 2)
     result.update(B=B, S=S)
     print(json.dumps(result), flush=True)

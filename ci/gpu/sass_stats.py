@@ -50,7 +50,6 @@ def main():
     else:
         problem = plain_problem(q, k, k, None, args.mask, None)
     launch = gpu.decode_launch(problem, quantized=args.quantized)
-    call = launch["call"]
     text = nvcc_wrap.wrap_launch(launch)
     with tempfile.TemporaryDirectory() as tmp:
         cu, cubin = Path(tmp) / "k.cu", Path(tmp) / "k.cubin"
@@ -60,7 +59,7 @@ def main():
         sass = subprocess.run(["cuobjdump", "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
     if args.sass:
         Path(args.sass).write_text(sass)
-    print(call["template"])
+    print(launch["constants"])
     print("\n".join(l for l in build.stderr.splitlines() if "registers" in l or "spill" in l))
     code = instructions(sass)
     ops = collections.Counter(op for _, op, _ in code)

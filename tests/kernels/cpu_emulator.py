@@ -28,13 +28,9 @@ import mlx.core as mx
 import numpy as np
 
 from fusedattend import backends, gpu
-from tests.kernels.nvcc_wrap import template_lines
 
 COMPAT = Path(__file__).with_name("cpu_compat.h")
-CPP_TYPES = {
-    mx.float32: "float", mx.float16: "half", mx.bfloat16: "bfloat16_t",
-    mx.uint32: "uint32_t", mx.int32: "int32_t", mx.bool_: "bool",
-}
+CPP_TYPES = gpu.METAL_TYPE_NAMES  # cpu_compat.h names the types as Metal does
 STORAGE = {  # numpy dtype holding each MLX dtype's bits
     mx.float32: np.float32, mx.float16: np.float16, mx.bfloat16: np.uint16,
     mx.uint32: np.uint32, mx.int32: np.int32, mx.bool_: np.bool_,
@@ -84,7 +80,7 @@ def _parameters(body, input_names):
 PARAMETER_TYPES = {"shape": "const int32_t", "strides": "const int64_t"}
 
 
-def _program(body, header, inputs, output_names, output_dtypes, template):
+def _program(body, header, inputs, output_names, output_dtypes):
     """C++ text: `run(args, groups, threads)` unpacks the buffers as the kernel names them."""
     lines = [COMPAT.read_text(), header,
              'extern "C" void run(void** args, const unsigned* groups, unsigned threads) {']
@@ -96,7 +92,6 @@ def _program(body, header, inputs, output_names, output_dtypes, template):
         lines.append(f"  auto {param} = static_cast<{ctype}*>(args[{slot}]);")
     lines.append("  fa_cpu_launch(uint3{groups[0], groups[1], groups[2]}, threads,"
                  " [&](uint3 fa_group, uint fa_thread) {")
-    lines += template_lines(template, CPP_TYPES)
     lines += [THREAD_ATTRIBUTES, body, "  });", "}"]
     return "\n".join(lines)
 
@@ -172,16 +167,16 @@ class EmulatedKernel:
 
     layout = "apple"  # of the simdgroup matrices: Apple's (Metal form), or "nvidia" (cuda_compat.h's)
 
-    def __init__(self, name, input_names, output_names, body_file, defines=(), launch_bounds=None):
+    def __init__(self, name, input_names, output_names, body_file, defines=(), launch_bounds=None, constants=()):
         self.input_names, self.output_names = list(input_names), list(output_names)
-        self.body_file, self.defines = body_file, defines  # launch bounds: CUDA only
+        self.body_file, self.defines, self.constants = body_file, defines, constants  # launch bounds: CUDA only
 
-    def __call__(self, *, inputs, template, grid, threadgroup, output_shapes, output_dtypes, **_):
-        body, header = gpu.kernel_sources(self.body_file, self.defines)  # the Metal form
+    def __call__(self, *, inputs, grid, threadgroup, output_shapes, output_dtypes, **_):
+        body, header = gpu.kernel_sources(self.body_file, self.defines, constants=self.constants)  # the Metal form
         if self.layout == "nvidia":
             header = nvidia_fragments() + header
         program = _program(body, header, list(zip(self.input_names, [x.dtype for x in inputs])),
-                           self.output_names, output_dtypes, template)
+                           self.output_names, output_dtypes)
         run = _build(program).run
         keep, args = [], []  # numpy buffers stay alive until the call returns
 

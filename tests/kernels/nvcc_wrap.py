@@ -2,9 +2,9 @@
 
 MLX (mlx/backend/cuda/custom_kernel.cpp) puts the header after its own includes, then declares
 `__global__ void name(const T* in, [Shape in_shape,] [Strides in_strides,] ..., T* out...)` inside
-namespace mlx::core::cu, writes the template arguments as constexpr/using lines and appends the
-body. This module rebuilds that text with a stand-in for MLX's device header, so a machine with
-nvcc but no GPU (or no MLX CUDA build) can prove every kernel compiles.
+namespace mlx::core::cu and appends the body (which opens with its compile-time constants:
+gpu.constant_lines). This module rebuilds that text with a stand-in for MLX's device header, so a
+machine with nvcc but no GPU (or no MLX CUDA build) can prove every kernel compiles.
 """
 
 from __future__ import annotations
@@ -18,10 +18,7 @@ import mlx.core as mx
 
 from fusedattend import gpu
 
-CUDA_TYPES = {
-    mx.float32: "float", mx.float16: "__half", mx.bfloat16: "__nv_bfloat16",
-    mx.uint32: "uint32_t", mx.int32: "int32_t", mx.bool_: "bool",
-}
+CUDA_TYPES = gpu.CUDA_TYPE_NAMES
 
 MLX_DEVICE_HEADER_STANDIN = """
 #include <cuda_bf16.h>
@@ -36,8 +33,8 @@ using Strides = cuda::std::array<int64_t, 10>;
 """
 
 
-def wrap(name, source, header, inputs, outputs, template):
-    """inputs/outputs: lists of (name, mx dtype); template: list of (name, int|bool|Dtype)."""
+def wrap(name, source, header, inputs, outputs):
+    """inputs/outputs: lists of (name, mx dtype)."""
     lines = [MLX_DEVICE_HEADER_STANDIN, header, "namespace mlx::core::cu {", f"__global__ void {name}("]
     params = []
     for arg, dtype in inputs:
@@ -47,7 +44,6 @@ def wrap(name, source, header, inputs, outputs, template):
                 params.append(f"const __grid_constant__ {kind} {arg}{suffix}")
     params += [f"{CUDA_TYPES[dtype]}* {arg}" for arg, dtype in outputs]
     lines.append(",\n".join(params) + ") {")
-    lines += template_lines(template, CUDA_TYPES)
     lines += [source, "}", "}"]
     return "\n".join(lines)
 
@@ -55,24 +51,12 @@ def wrap(name, source, header, inputs, outputs, template):
 def wrap_launch(launch):
     """The CUDA text MLX would compile for a gpu.decode_launch() dict, on this platform's form of
     the sources (the caller makes gpu.on_metal() false for the CUDA one)."""
-    source, header = gpu.kernel_sources(launch["body_file"], launch["defines"], launch["launch_bounds"])
+    source, header = gpu.kernel_sources(launch["body_file"], launch["defines"], launch["launch_bounds"],
+                                        launch["constants"])
     call = launch["call"]
     inputs = [(name, x.dtype) for name, x in zip(launch["input_names"], call["inputs"])]
     outputs = list(zip(launch["output_names"], call["output_dtypes"]))
-    return wrap("fa_decode", source, header, inputs, outputs, call["template"])
-
-
-def template_lines(template, types):
-    """The template arguments as MLX writes them before a body: constexpr ints/bools, `using` types."""
-    lines = []
-    for key, value in template:
-        if isinstance(value, bool):
-            lines.append(f"constexpr bool {key} = {'true' if value else 'false'};")
-        elif isinstance(value, int):
-            lines.append(f"constexpr int {key} = {value};")
-        else:
-            lines.append(f"using {key} = {types[value]};")
-    return lines
+    return wrap("fa_decode", source, header, inputs, outputs)
 
 
 def nvcc_available():

@@ -91,6 +91,22 @@ def test_kernel_name_follows_the_source(monkeypatch):
     assert len(set(names)) == 3, names
 
 
+def test_constants_open_the_body(monkeypatch):
+    """A kernel's compile-time constants are written into its body as MLX writes template
+    arguments (constexpr / using lines, the platform's type names) and never passed with a call,
+    where MLX would convert and format them again each time."""
+    monkeypatch.setattr(gpu, "on_metal", lambda: False)
+    constants = (("T", mx.bfloat16), ("D", 128), ("OFFSETS32", True), ("ST", mx.float16))
+    source, _ = gpu.kernel_sources("merge_partials.metal", constants=constants)
+    assert source.startswith("\nusing T = __nv_bfloat16;\nconstexpr int D = 128;\nconstexpr bool OFFSETS32 = true;\n"
+                             "using ST = __half;\n")
+    monkeypatch.setattr(gpu, "on_metal", lambda: True)
+    assert gpu.kernel_sources("merge_partials.metal", constants=constants)[0].startswith("\nusing T = bfloat16_t;\n")
+    launch = gpu.decode_launch(_problem(True, mx.bfloat16, None, 128, 4, 1, 8, 2), quantized=True)
+    assert "template" not in launch["call"] and ("BITS", 4) in launch["constants"]
+    assert launch["merge_constants"] in (None, (("T", mx.bfloat16), ("D", 128)))
+
+
 # Problems that cover every branch of the bodies (not the full product of variants).
 CASES = [
     # quantized, dtype, mask, D, bits, L, H_q, H_kv
@@ -154,10 +170,9 @@ def test_launch_bounds_cap_registers(monkeypatch, quantized, plain_mma, per_sm):
 @pytest.mark.parametrize("dtype", [mx.float32, mx.float16, mx.bfloat16])
 def test_cuda_form_of_merge_kernel_compiles(monkeypatch, dtype):
     monkeypatch.setattr(gpu, "on_metal", lambda: False)
-    source, header = gpu.kernel_sources("merge_partials.metal")
+    source, header = gpu.kernel_sources("merge_partials.metal", constants=(("T", dtype), ("D", 128)))
     text = nvcc_wrap.wrap("fa_merge", source, header,
-                          [("out_partial", mx.float32), ("stats_partial", mx.float32)],
-                          [("out", dtype)], [("T", dtype), ("D", 128)])
+                          [("out_partial", mx.float32), ("stats_partial", mx.float32)], [("out", dtype)])
     ok, log = nvcc_wrap.compile_cuda(text)
     assert ok, log
 
@@ -193,6 +208,6 @@ def test_score_operand_choice():
     assert gpu.score_mantissa(mx.bfloat16, 8, 64) == 0  # 8 bits do not fit bf16's 7
     assert gpu.score_mantissa(mx.float16, 2, 32) == 0  # 16 bits of a group a lane
     launch = gpu.decode_launch(_problem(True, mx.float16, None, 64, 8, 1, 8, 2), quantized=True)
-    assert ("SCORE_MANTISSA", 10) in launch["call"]["template"]
+    assert ("SCORE_MANTISSA", 10) in launch["constants"]
     with gpu_constants(SCORES16=False):
         assert gpu.score_mantissa(mx.bfloat16, 4, 64) == 0
