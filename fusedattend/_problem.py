@@ -69,11 +69,6 @@ class Problem(NamedTuple):  # a NamedTuple: immutable, and 4x cheaper to build t
         keys = self.k.codes if isinstance(self.k, QuantizedKV) else self.k
         return NL, B, H_q, keys.shape[2], L, keys.shape[3], D
 
-    @property
-    def out_shape(self):
-        """The output's shape in the caller's form: the queries' shape as they were passed."""
-        return self.q.shape if self.layered else self.q.shape[1:]
-
     def unlayer(self, out: mx.array) -> mx.array:
         """Drop the layer axis again when the caller did not pass one (unless a backend did)."""
         return out if self.layered or out.ndim == 4 else out[0]

@@ -86,10 +86,10 @@ def resolve(backend) -> str:
 def run(problem: Problem, backend, quantized: bool):
     """Run `problem` on the named backend; L beyond the fused kernels goes to the reference."""
     name = resolve(backend)
-    NL, B, H_q, H_kv, L, S, D = problem.shape
-    if L > MAX_FUSED_QUERY_LEN:
+    if problem.q.shape[3] > MAX_FUSED_QUERY_LEN:  # L
         name = "reference"
     elif backend is None and name == "cpu" and not os.environ.get(ENV_VAR):
+        NL, B, H_q, H_kv, L, S, D = problem.shape
         if H_kv * S * D < CPU_MIN_KV_ELEMENTS:
             name = "reference"
     module = _module(_MODULES[name])

@@ -305,9 +305,11 @@ COMMON_INPUTS = ("mask", "key_ranges", "dims", "scalars")
 
 @functools.lru_cache(maxsize=1024)
 def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype, has_ranges, group_size,
-              single_pass, out_shape) -> Launch:
-    """The launches of a problem (cached: a decode step repeats them)."""
+              single_pass, layered) -> Launch:
+    """The launches of a problem (cached: a decode step repeats them). The output takes the
+    caller's form: with the layer axis only when the caller passed it (`layered`)."""
     NL, B, H_q, H_kv, L, S, D = shape
+    out_shape = (NL, B, H_q, L, D) if layered else (B, H_q, L, D)
     N = NL * B
     G = H_q // H_kv
     block = S if single_pass else block_keys(S)
@@ -395,7 +397,7 @@ def _launch_inputs(problem: Problem, quantized: bool, shape):
     q, k, v, ranges = problem.q, problem.k, problem.v, problem.key_ranges
     scales_dtype = k.scales.dtype if quantized else None
     launch = _schedule(shape, q.dtype, quantized, kind, mask.dtype, problem.bits, scales_dtype,
-                       ranges is not None, problem.group_size, S <= SINGLE_PASS_MAX_S, problem.out_shape)
+                       ranges is not None, problem.group_size, S <= SINGLE_PASS_MAX_S, problem.layered)
     # 1.0 is read at run time by the kernels' code reading (fa_code_unit in decode_attention.h).
     common = [mask, _placeholder(mx.int32) if ranges is None else ranges, launch.dims,
               _float32s(problem.scale, 1.0)]
