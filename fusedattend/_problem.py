@@ -1,14 +1,17 @@
 """The normalised form of one attention call, and the validation that produces it.
 
 Every public entry point validates its arguments here, before any kernel runs, and hands the
-backends one `Problem`: 5-D arrays (a layer axis NL is added when the caller passed 4-D ones),
-a `Mask`, the scale and the optional per-request key ranges. Backends never see bad input.
+backends one `Problem`: the arrays as the caller passed them (4-D, or 5-D with a layer axis NL in
+front: `layered`), a `Mask`, the scale and the optional per-request key ranges. Backends never
+see bad input. The GPU kernels read either form in place; the other backends take the 5-D one
+(`Problem.with_layer_axis`): adding the axis is an MLX op of about 0.7 µs an array, host time on
+every call.
 
-Shapes (after normalisation):
+Shapes (layered; without the layer axis when not):
     q        (NL, B, H_q,  L, D)
     k, v     (NL, B, H_kv, S, D)                  plain
     k, v     QuantizedKV of (NL, B, H_kv, S, ·)   quantized (codes, scales, biases)
-    mask     broadcastable to (NL, B, H_q, L, S)
+    mask     5-D, broadcastable to (NL, B, H_q, L, S)
     ranges   (B, 2) int32 of (start, length), or None
 """
 
@@ -58,16 +61,30 @@ class Problem(NamedTuple):  # a NamedTuple: immutable, and 4x cheaper to build t
     scale: float
     mask: Mask
     key_ranges: Optional[mx.array]  # (B, 2) int32, or None
-    layered: bool  # True when the caller passed the 5-D (layer-axis) form
+    layered: bool  # the arrays are 5-D: the caller passed the layer axis
     bits: Optional[int] = None
     group_size: Optional[int] = None
 
     @property
     def shape(self):
-        """(NL, B, H_q, H_kv, L, S, D)."""
-        NL, B, H_q, L, D = self.q.shape
+        """(NL, B, H_q, H_kv, L, S, D); NL = 1 when not layered."""
         keys = self.k.codes if isinstance(self.k, QuantizedKV) else self.k
-        return NL, B, H_q, keys.shape[2], L, keys.shape[3], D
+        if self.layered:
+            NL, B, H_q, L, D = self.q.shape
+            return NL, B, H_q, keys.shape[2], L, keys.shape[3], D
+        B, H_q, L, D = self.q.shape
+        return 1, B, H_q, keys.shape[1], L, keys.shape[2], D
+
+    def with_layer_axis(self) -> "Problem":
+        """The same problem with 5-D arrays: a layer axis of one added where the caller passed
+        none (`layered` then says True; `unlayer` of the caller's problem drops it again)."""
+        if self.layered:
+            return self
+
+        def expand(x):
+            return QuantizedKV(*(mx.expand_dims(a, 0) for a in x)) if isinstance(x, QuantizedKV) else mx.expand_dims(x, 0)
+
+        return self._replace(q=expand(self.q), k=expand(self.k), v=expand(self.v), layered=True)
 
     def unlayer(self, out: mx.array) -> mx.array:
         """Drop the layer axis again when the caller did not pass one (unless a backend did)."""
@@ -244,25 +261,12 @@ def _remember(signature):
         _CHECKED.add(signature)
 
 
-def _expanded_triple(x) -> QuantizedKV:
-    """A (codes, scales, biases) triple with a layer axis in front. Spelled out: a generator over
-    the triple made the repeat-signature checks 0.7 µs slower (`python ci/host_cost.py 1 2048 q4`)."""
-    return QuantizedKV(mx.expand_dims(x[0], 0), mx.expand_dims(x[1], 0), mx.expand_dims(x[2], 0))
-
-
 def _checked_problem(queries, k, v, scale, mask, bits=None, group_size=None) -> Problem:
-    """The Problem of a call whose signature already passed the checks: only the normalisation."""
-    layered = queries.ndim == 5
-    if not layered:
-        queries = mx.expand_dims(queries, 0)
-        if bits is None:
-            k, v = mx.expand_dims(k, 0), mx.expand_dims(v, 0)
-        else:
-            k, v = _expanded_triple(k), _expanded_triple(v)
-    elif bits is not None:
+    """The Problem of a call whose signature already passed the checks."""
+    if bits is not None:
         k, v = QuantizedKV(*k), QuantizedKV(*v)
     mask = NO_MASK if mask is None else CAUSAL_MASK
-    return Problem(queries, k, v, _scale(scale, queries.shape[4]), mask, None, layered, bits, group_size)
+    return Problem(queries, k, v, _scale(scale, queries.shape[-1]), mask, None, queries.ndim == 5, bits, group_size)
 
 
 def plain_problem(queries, keys, values, scale, mask, key_ranges) -> Problem:
@@ -287,7 +291,7 @@ def plain_problem(queries, keys, values, scale, mask, key_ranges) -> Problem:
     NL, B, H_q, L, D = q.shape
     S = k.shape[3]
     problem = Problem(
-        q, k, v, _scale(scale, D), _mask(mask, (NL, B, H_q, L, S)),
+        queries, keys, values, _scale(scale, D), _mask(mask, (NL, B, H_q, L, S)),
         _key_ranges(key_ranges, B, S), layered,
     )
     _remember(signature)
@@ -363,7 +367,7 @@ def quantized_problem(queries, keys, values, scale, mask, key_ranges, bits, grou
     NL, B, H_q, L, D = q.shape
     S = k.codes.shape[3]
     problem = Problem(
-        q, k, v, _scale(scale, D), _mask(mask, (NL, B, H_q, L, S)),
+        queries, QuantizedKV(*keys), QuantizedKV(*values), _scale(scale, D), _mask(mask, (NL, B, H_q, L, S)),
         _key_ranges(key_ranges, B, S), layered, bits, group_size,
     )
     _remember(signature)

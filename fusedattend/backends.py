@@ -86,7 +86,7 @@ def resolve(backend) -> str:
 def run(problem: Problem, backend, quantized: bool):
     """Run `problem` on the named backend; L beyond the fused kernels goes to the reference."""
     name = resolve(backend)
-    if problem.q.shape[3] > MAX_FUSED_QUERY_LEN:  # L
+    if problem.q.shape[-2] > MAX_FUSED_QUERY_LEN:  # L
         name = "reference"
     elif backend is None and name == "cpu" and not os.environ.get(ENV_VAR):
         NL, B, H_q, H_kv, L, S, D = problem.shape

@@ -372,11 +372,13 @@ def _evaluated(*arrays):
 
 
 def decode_attention(problem: Problem) -> mx.array:
+    problem = problem.with_layer_axis()
     _evaluated(problem.q, problem.k, problem.v, problem.mask.array, problem.key_ranges)
     return _run(problem, _PlainBlocks(problem.k, "k"), _PlainBlocks(problem.v, "v"))
 
 
 def quantized_decode_attention(problem: Problem) -> mx.array:
+    problem = problem.with_layer_axis()
     k, v = problem.k, problem.v
     _evaluated(problem.q, *k, *v, problem.mask.array, problem.key_ranges)
     return _run(

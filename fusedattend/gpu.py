@@ -325,7 +325,7 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
     if mma:
         body_file = "decode_mma.metal"
         constants = [("T", dtype), ("D", D), ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype),
-                     ("OFFSETS32", MMA_OFFSETS32)]
+                     ("LAYERED", layered), ("OFFSETS32", MMA_OFFSETS32)]
         if quantized:
             name, per_sm = "fa_quantized_decode_mma", QUANTIZED_MMA_THREADGROUPS_PER_SM
             constants += [("GS", group_size), ("BITS", bits), ("ST", scales_dtype),
@@ -351,7 +351,7 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
             key_bytes = SINGLE_PASS_KEY_BYTES_IN_FLIGHT if single_pass else KEY_BYTES_IN_FLIGHT
             keys_in_flight = max(1, min(MAX_KEYS_IN_FLIGHT, key_bytes // (elements * dtype.size)))
         constants = [("T", dtype), ("D", D), ("E", elements), ("ROWS", rows), ("U", keys_in_flight),
-                     ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype)]
+                     ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype), ("LAYERED", layered)]
         if quantized:
             constants += [("BITS", bits), ("ST", scales_dtype)]
     if single_pass:
@@ -387,7 +387,8 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
 def _launch_inputs(problem: Problem, quantized: bool, shape):
     """The problem's Launch and the decode kernel's inputs, in Launch.input_names' order.
 
-    Queries, keys and values go to the kernel as they are (5-D views, any strides): no copy."""
+    Queries, keys and values go to the kernel as the caller passed them (4-D, or 5-D when layered;
+    any strides): no copy, no new array."""
     NL, B, H_q, H_kv, L, S, D = shape
     kind = problem.mask.kind
     if kind in ("bool", "additive"):

@@ -79,10 +79,12 @@ def dequantize(kv: QuantizedKV, bits: int, group_size: int) -> mx.array:
 
 
 def decode_attention(problem: Problem) -> mx.array:
+    problem = problem.with_layer_axis()
     return _attend(problem, problem.k, problem.v)
 
 
 def quantized_decode_attention(problem: Problem) -> mx.array:
+    problem = problem.with_layer_axis()
     keys = dequantize(problem.k, problem.bits, problem.group_size)
     values = dequantize(problem.v, problem.bits, problem.group_size)
     return _attend(problem, keys, values)

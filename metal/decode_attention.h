@@ -337,6 +337,22 @@ METAL_FUNC int fa_qmma_score_dim16(int i, int k) {
          pair % PAIRS_PER_WORD + k % 2 * PAIRS_PER_WORD;
 }
 
+// An input's shape or strides by the axes of the 5-D form (layer, request, head, key, element):
+// the caller's arrays reach the kernels as passed, 4-D without the layer axis unless LAYERED. A
+// 4-D array's axis a - 1 is axis a here, and its absent layer axis has stride 0 (one layer), read
+// from nothing. `a` is a constant at every use, so the choice folds away.
+template <bool LAYERED, typename Axes>
+struct fa_axes5 {
+  Axes axes;
+  METAL_FUNC int64_t operator[](int a) const {
+    return LAYERED ? int64_t(axes[a]) : a == 0 ? int64_t(0) : int64_t(axes[a - 1]);
+  }
+};
+template <bool LAYERED, typename Axes>
+METAL_FUNC fa_axes5<LAYERED, Axes> fa_axes5_of(Axes axes) {
+  return fa_axes5<LAYERED, Axes>{axes};
+}
+
 // Offsets into an array of quantized K/V (one kv head's rows: keys along axis 3, a key's words or
 // groups along axis 4). `narrow`: every offset within the head's rows fits in 32 bits and a key's
 // elements are contiguous (fa_narrow_rows), so a key's offset is one 32-bit product and its

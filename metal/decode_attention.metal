@@ -22,7 +22,8 @@
 //
 // Body of mx.fast.metal_kernel / mx.fast.cuda_kernel (fusedattend/gpu.py builds both from this
 // file). Compile-time: T (q/k/v dtype), D, E, ROWS, U, NSG, MASK (0 none, 1 causal, 2 boolean,
-// 3 additive), MT (mask dtype); quantized K/V: BITS, ST (scales dtype). FA_QUANTIZED (0/1),
+// 3 additive), MT (mask dtype), LAYERED (q, k and v have the layer axis; else 4-D, one layer);
+// quantized K/V: BITS, ST (scales dtype). FA_QUANTIZED (0/1),
 // defined before this body, selects the K/V inputs; FA_SINGLE_PASS (0/1) writes the normalised
 // output `out` instead of the block's partial state, for a launch whose one block holds every
 // key. Run-time (dims[] int32): L, G, block, has key ranges, group size: values that change with
@@ -58,15 +59,33 @@ const bool chunk_used = chunk < CHUNKS;
 const int chunk_read = metal::min(chunk, CHUNKS - 1);  // unused lanes read a neighbour's chunk
 const int first_held = chunk / ROW_GROUP_LANES * ROWS_HELD;  // this lane holds rows first_held...
 
+// The inputs' shapes and strides by the axes of the 5-D form (fa_axes5; LAYERED: the caller
+// passed the layer axis).
+const auto q_shape5 = fa_axes5_of<LAYERED>(q_shape);
+const auto q_strides5 = fa_axes5_of<LAYERED>(q_strides);
+#if FA_QUANTIZED
+const auto k_codes_shape5 = fa_axes5_of<LAYERED>(k_codes_shape);
+const auto k_codes_strides5 = fa_axes5_of<LAYERED>(k_codes_strides);
+const auto v_codes_strides5 = fa_axes5_of<LAYERED>(v_codes_strides);
+const auto k_scales_strides5 = fa_axes5_of<LAYERED>(k_scales_strides);
+const auto k_biases_strides5 = fa_axes5_of<LAYERED>(k_biases_strides);
+const auto v_scales_strides5 = fa_axes5_of<LAYERED>(v_scales_strides);
+const auto v_biases_strides5 = fa_axes5_of<LAYERED>(v_biases_strides);
+#else
+const auto k_shape5 = fa_axes5_of<LAYERED>(k_shape);
+const auto k_strides5 = fa_axes5_of<LAYERED>(k_strides);
+const auto v_strides5 = fa_axes5_of<LAYERED>(v_strides);
+#endif
+
 #if FA_QUANTIZED
 const int group_size = dims[4];
-const int B = k_codes_shape[1];
-const int S = k_codes_shape[3];
+const int B = k_codes_shape5[1];
+const int S = k_codes_shape5[3];
 #else
-const int B = k_shape[1];
-const int S = k_shape[3];
+const int B = k_shape5[1];
+const int S = k_shape5[3];
 #endif
-const int H_q = q_shape[2];
+const int H_q = q_shape5[2];
 const int NB = (S + block_keys - 1) / block_keys;
 const int layer = n / B;
 const int request = n % B;
@@ -102,15 +121,15 @@ for (int r = 0; r < ROWS; ++r) {
   const int rr = tile * ROWS + r;
   const int head = kv_head * G + rr / L;
   const bool live = rr < group_rows;
-  const auto q_row = q + layer * q_strides[0] + request * q_strides[1] + head * q_strides[2] +
-      (rr % L) * q_strides[3] + chunk_read * E * q_strides[4];
+  const auto q_row = q + layer * q_strides5[0] + request * q_strides5[1] + head * q_strides5[2] +
+      (rr % L) * q_strides5[3] + chunk_read * E * q_strides5[4];
 #if FA_QUANTIZED
   q_sum[r] = 0.0f;
   bias_acc[r] = 0.0f;
 #endif
   #pragma unroll
   for (int e = 0; e < E; ++e) {
-    q_reg[r][e] = (live && chunk_used) ? float(q_row[e * q_strides[4]]) * scale : 0.0f;
+    q_reg[r][e] = (live && chunk_used) ? float(q_row[e * q_strides5[4]]) * scale : 0.0f;
     acc[r][e] = 0.0f;
 #if FA_QUANTIZED
     q_sum[r] += q_reg[r][e];
@@ -134,17 +153,17 @@ for (int i = 0; i < ROWS_HELD; ++i) {
 // This lane's first K and V element of key 0 of this (layer, request, kv head).
 #if FA_QUANTIZED
 const int group = chunk_read * E / group_size;
-const auto k_row = k_codes + layer * k_codes_strides[0] + request * k_codes_strides[1] + kv_head * k_codes_strides[2];
-const auto v_row = v_codes + layer * v_codes_strides[0] + request * v_codes_strides[1] + kv_head * v_codes_strides[2];
-const auto ks_row = k_scales + layer * k_scales_strides[0] + request * k_scales_strides[1] + kv_head * k_scales_strides[2] + group * k_scales_strides[4];
-const auto kb_row = k_biases + layer * k_biases_strides[0] + request * k_biases_strides[1] + kv_head * k_biases_strides[2] + group * k_biases_strides[4];
-const auto vs_row = v_scales + layer * v_scales_strides[0] + request * v_scales_strides[1] + kv_head * v_scales_strides[2] + group * v_scales_strides[4];
-const auto vb_row = v_biases + layer * v_biases_strides[0] + request * v_biases_strides[1] + kv_head * v_biases_strides[2] + group * v_biases_strides[4];
+const auto k_row = k_codes + layer * k_codes_strides5[0] + request * k_codes_strides5[1] + kv_head * k_codes_strides5[2];
+const auto v_row = v_codes + layer * v_codes_strides5[0] + request * v_codes_strides5[1] + kv_head * v_codes_strides5[2];
+const auto ks_row = k_scales + layer * k_scales_strides5[0] + request * k_scales_strides5[1] + kv_head * k_scales_strides5[2] + group * k_scales_strides5[4];
+const auto kb_row = k_biases + layer * k_biases_strides5[0] + request * k_biases_strides5[1] + kv_head * k_biases_strides5[2] + group * k_biases_strides5[4];
+const auto vs_row = v_scales + layer * v_scales_strides5[0] + request * v_scales_strides5[1] + kv_head * v_scales_strides5[2] + group * v_scales_strides5[4];
+const auto vb_row = v_biases + layer * v_biases_strides5[0] + request * v_biases_strides5[1] + kv_head * v_biases_strides5[2] + group * v_biases_strides5[4];
 #else
-const auto k_row = k + layer * k_strides[0] + request * k_strides[1] + kv_head * k_strides[2] + chunk_read * E * k_strides[4];
-const auto v_row = v + layer * v_strides[0] + request * v_strides[1] + kv_head * v_strides[2] + chunk_read * E * v_strides[4];
-const bool k_packed = fa_packed_rows<E>(k_row, k_strides[3], k_strides[4]);
-const bool v_packed = fa_packed_rows<E>(v_row, v_strides[3], v_strides[4]);
+const auto k_row = k + layer * k_strides5[0] + request * k_strides5[1] + kv_head * k_strides5[2] + chunk_read * E * k_strides5[4];
+const auto v_row = v + layer * v_strides5[0] + request * v_strides5[1] + kv_head * v_strides5[2] + chunk_read * E * v_strides5[4];
+const bool k_packed = fa_packed_rows<E>(k_row, k_strides5[3], k_strides5[4]);
+const bool v_packed = fa_packed_rows<E>(v_row, v_strides5[3], v_strides5[4]);
 #endif
 
 // Each step's K/V are loaded one step ahead (software pipelining): a simdgroup always has a
@@ -188,15 +207,15 @@ for (int first = lo + sg * KEYS_PER_STEP - STEP_STRIDE; first < hi; first += STE
 #endif
     const int j = metal::min(first + STEP_STRIDE + u * SLOTS + slot, last_readable);
 #if FA_QUANTIZED
-    fa_load_codes<E, BITS>(k_row + int64_t(j) * k_codes_strides[3], k_codes_strides[4], chunk_read, code_one, k_next[u]);
-    fa_load_codes<E, BITS>(v_row + int64_t(j) * v_codes_strides[3], v_codes_strides[4], chunk_read, code_one, v_next[u]);
-    k_scale_next[u] = float(ks_row[int64_t(j) * k_scales_strides[3]]);
-    k_bias_next[u] = float(kb_row[int64_t(j) * k_biases_strides[3]]);
-    v_scale_next[u] = float(vs_row[int64_t(j) * v_scales_strides[3]]);
-    v_bias_next[u] = float(vb_row[int64_t(j) * v_biases_strides[3]]);
+    fa_load_codes<E, BITS>(k_row + int64_t(j) * k_codes_strides5[3], k_codes_strides5[4], chunk_read, code_one, k_next[u]);
+    fa_load_codes<E, BITS>(v_row + int64_t(j) * v_codes_strides5[3], v_codes_strides5[4], chunk_read, code_one, v_next[u]);
+    k_scale_next[u] = float(ks_row[int64_t(j) * k_scales_strides5[3]]);
+    k_bias_next[u] = float(kb_row[int64_t(j) * k_biases_strides5[3]]);
+    v_scale_next[u] = float(vs_row[int64_t(j) * v_scales_strides5[3]]);
+    v_bias_next[u] = float(vb_row[int64_t(j) * v_biases_strides5[3]]);
 #else
-    fa_load_chunk<E>(k_row + int64_t(j) * k_strides[3], k_strides[4], k_packed, k_next[u]);
-    fa_load_chunk<E>(v_row + int64_t(j) * v_strides[3], v_strides[4], v_packed, v_next[u]);
+    fa_load_chunk<E>(k_row + int64_t(j) * k_strides5[3], k_strides5[4], k_packed, k_next[u]);
+    fa_load_chunk<E>(v_row + int64_t(j) * v_strides5[3], v_strides5[4], v_packed, v_next[u]);
 #endif
   }
   if (first < lo) {

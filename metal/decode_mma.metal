@@ -28,7 +28,7 @@
 // row of the tile sees are zeroed (a tile of the block's end, masks, key ranges).
 // Body of mx.fast.metal_kernel / mx.fast.cuda_kernel. Compile-time: T (f16 or bf16 queries), D
 // (<= 128; quantized: a multiple of GS; plain: of 32), NSG, MASK, MT, OFFSETS32 (32-bit offsets
-// where the strides allow); quantized K/V: GS (group size), BITS, ST (scales dtype),
+// where the strides allow), LAYERED (as decode_attention.metal's); quantized K/V: GS (group size), BITS, ST (scales dtype),
 // SCORE_MANTISSA (T's mantissa bits for 16-bit scores, 0 for 32-bit); plain K/V: WEIGHT_SCALE_LOG2.
 // FA_QUANTIZED and FA_SINGLE_PASS as in decode_attention.metal. Run-time dims[]: L, G, block, has
 // key ranges; scalars[]: the softmax scale, 1.0f.
@@ -72,14 +72,33 @@ const int sg = int(simdgroup_index_in_threadgroup);
 const int lane = int(thread_index_in_simdgroup);
 const int tid = int(thread_index_in_threadgroup);
 
+// The inputs' shapes and strides by the axes of the 5-D form (fa_axes5; LAYERED: the caller
+// passed the layer axis).
+const auto q_shape5 = fa_axes5_of<LAYERED>(q_shape);
+const auto q_strides5 = fa_axes5_of<LAYERED>(q_strides);
 #if FA_QUANTIZED
-const int B = k_codes_shape[1];
-const int S = k_codes_shape[3];
+const auto k_codes_shape5 = fa_axes5_of<LAYERED>(k_codes_shape);
+const auto v_codes_shape5 = fa_axes5_of<LAYERED>(v_codes_shape);
+const auto k_codes_strides5 = fa_axes5_of<LAYERED>(k_codes_strides);
+const auto v_codes_strides5 = fa_axes5_of<LAYERED>(v_codes_strides);
+const auto k_scales_strides5 = fa_axes5_of<LAYERED>(k_scales_strides);
+const auto k_biases_strides5 = fa_axes5_of<LAYERED>(k_biases_strides);
+const auto v_scales_strides5 = fa_axes5_of<LAYERED>(v_scales_strides);
+const auto v_biases_strides5 = fa_axes5_of<LAYERED>(v_biases_strides);
 #else
-const int B = k_shape[1];
-const int S = k_shape[3];
+const auto k_shape5 = fa_axes5_of<LAYERED>(k_shape);
+const auto k_strides5 = fa_axes5_of<LAYERED>(k_strides);
+const auto v_strides5 = fa_axes5_of<LAYERED>(v_strides);
 #endif
-const int H_q = q_shape[2];
+
+#if FA_QUANTIZED
+const int B = k_codes_shape5[1];
+const int S = k_codes_shape5[3];
+#else
+const int B = k_shape5[1];
+const int S = k_shape5[3];
+#endif
+const int H_q = q_shape5[2];
 const int NB = (S + block_keys - 1) / block_keys;
 const int layer = n / B;
 const int request = n % B;
@@ -103,8 +122,8 @@ const uint32_t pair_one = uint32_t(as_type<ushort>(static_cast<T>(scalars[1]))) 
 #define FA_ROW(r) (tile * ROWS + (r))
 #define FA_ROW_LIVE(r) (FA_ROW(r) < group_rows)
 #define FA_ROW_HEAD(r) (kv_head * G + (FA_ROW_LIVE(r) ? FA_ROW(r) : 0) / L)
-const auto q_at = q + layer * q_strides[0] + request * q_strides[1];
-#define FA_Q_ROW(r) (q_at + FA_ROW_HEAD(r) * q_strides[2] + (FA_ROW(r) % L) * q_strides[3])
+const auto q_at = q + layer * q_strides5[0] + request * q_strides5[1];
+#define FA_Q_ROW(r) (q_at + FA_ROW_HEAD(r) * q_strides5[2] + (FA_ROW(r) % L) * q_strides5[3])
 
 // Q^T as B operands (dims x query rows): one per 8-dim tile in float, or (SCORES16) one per
 // 16-dim tile in T, as loaded.
@@ -119,7 +138,7 @@ if (SCORES16) {
     #pragma unroll
     for (int i = 0; i < TILES16; ++i) {
       const int d = fa_qmma_score_dim16<GS, BITS>(i, fa_frag16_k_b(lane, e));
-      const uint32_t bits = live ? as_type<ushort>(q_row[d * q_strides[4]]) : 0u;
+      const uint32_t bits = live ? as_type<ushort>(q_row[d * q_strides5[4]]) : 0u;
       q16[i].w[e / 2] = e % 2 == 0 ? bits : q16[i].w[e / 2] | bits << 16;
     }
   }
@@ -132,7 +151,7 @@ if (SCORES16) {
     #pragma unroll
     for (int i = 0; i < TILES; ++i) {
       const int d = fa_qmma_score_dim<GS>(i, fa_frag_row_b(lane, j));
-      q_frag[i].e[j] = live ? float(q_row[d * q_strides[4]]) : 0.0f;
+      q_frag[i].e[j] = live ? float(q_row[d * q_strides5[4]]) : 0.0f;
     }
   }
 }
@@ -195,15 +214,15 @@ for (int i = 0; i < TILES; ++i) {
 }
 
 #if FA_QUANTIZED
-const auto k_row = k_codes + layer * k_codes_strides[0] + request * k_codes_strides[1] + kv_head * k_codes_strides[2];
-const auto v_row = v_codes + layer * v_codes_strides[0] + request * v_codes_strides[1] + kv_head * v_codes_strides[2];
-const auto ks_row = k_scales + layer * k_scales_strides[0] + request * k_scales_strides[1] + kv_head * k_scales_strides[2];
-const auto kb_row = k_biases + layer * k_biases_strides[0] + request * k_biases_strides[1] + kv_head * k_biases_strides[2];
-const auto vs_row = v_scales + layer * v_scales_strides[0] + request * v_scales_strides[1] + kv_head * v_scales_strides[2];
-const auto vb_row = v_biases + layer * v_biases_strides[0] + request * v_biases_strides[1] + kv_head * v_biases_strides[2];
+const auto k_row = k_codes + layer * k_codes_strides5[0] + request * k_codes_strides5[1] + kv_head * k_codes_strides5[2];
+const auto v_row = v_codes + layer * v_codes_strides5[0] + request * v_codes_strides5[1] + kv_head * v_codes_strides5[2];
+const auto ks_row = k_scales + layer * k_scales_strides5[0] + request * k_scales_strides5[1] + kv_head * k_scales_strides5[2];
+const auto kb_row = k_biases + layer * k_biases_strides5[0] + request * k_biases_strides5[1] + kv_head * k_biases_strides5[2];
+const auto vs_row = v_scales + layer * v_scales_strides5[0] + request * v_scales_strides5[1] + kv_head * v_scales_strides5[2];
+const auto vb_row = v_biases + layer * v_biases_strides5[0] + request * v_biases_strides5[1] + kv_head * v_biases_strides5[2];
 #else
-const auto k_row = k + layer * k_strides[0] + request * k_strides[1] + kv_head * k_strides[2];
-const auto v_row = v + layer * v_strides[0] + request * v_strides[1] + kv_head * v_strides[2];
+const auto k_row = k + layer * k_strides5[0] + request * k_strides5[1] + kv_head * k_strides5[2];
+const auto v_row = v + layer * v_strides5[0] + request * v_strides5[1] + kv_head * v_strides5[2];
 #endif
 
 // A tile's loads (fa_qmma_tile, fa_pmma_tile), made one tile ahead. Keys past the block are read
@@ -216,15 +235,15 @@ const auto v_row = v + layer * v_strides[0] + request * v_strides[1] + kv_head *
 const int last_readable = metal::max(hi, 1) - 1;
 constexpr int TILE_STRIDE = NSG * TILE_KEYS;
 #if FA_QUANTIZED
-const bool narrow = OFFSETS32 && fa_narrow_rows(k_codes_strides, S, k_codes_shape[4]) &&
-    fa_narrow_rows(v_codes_strides, S, v_codes_shape[4]) && fa_narrow_rows(k_scales_strides, S, GROUPS) &&
-    fa_same_strides(k_scales_strides, k_biases_strides) && fa_same_strides(k_scales_strides, v_scales_strides) &&
-    fa_same_strides(k_scales_strides, v_biases_strides);
+const bool narrow = OFFSETS32 && fa_narrow_rows(k_codes_strides5, S, k_codes_shape5[4]) &&
+    fa_narrow_rows(v_codes_strides5, S, v_codes_shape5[4]) && fa_narrow_rows(k_scales_strides5, S, GROUPS) &&
+    fa_same_strides(k_scales_strides5, k_biases_strides5) && fa_same_strides(k_scales_strides5, v_scales_strides5) &&
+    fa_same_strides(k_scales_strides5, v_biases_strides5);
 #else
 // Whole vector loads of a lane's runs where every row allows them (fa_load_chunk); the 32-bit
 // pass takes them only, so that it holds no element-wise loads.
-const bool packed = fa_pmma_packed_rows<T, D>(k_row, k_strides) && fa_pmma_packed_rows<T, D>(v_row, v_strides);
-const bool narrow = OFFSETS32 && packed && fa_narrow_rows(k_strides, S, D) && fa_narrow_rows(v_strides, S, D);
+const bool packed = fa_pmma_packed_rows<T, D>(k_row, k_strides5) && fa_pmma_packed_rows<T, D>(v_row, v_strides5);
+const bool narrow = OFFSETS32 && packed && fa_narrow_rows(k_strides5, S, D) && fa_narrow_rows(v_strides5, S, D);
 #endif
 #pragma unroll
 for (int pass = 0; pass < 2; ++pass) {
@@ -241,12 +260,12 @@ for (int pass = 0; pass < 2; ++pass) {
 #if FA_QUANTIZED
     const fa_qmma_tile<GROUPS, SCORE_RUN, OUT_RUN, BITS, ST, K_RUNS> now = next_tile;
     fa_qmma_load_tile(next_tile, narrow_pass, first + TILE_STRIDE, last_readable, lane, code_one,
-                      k_row, k_codes_strides, v_row, v_codes_strides, ks_row, k_scales_strides,
-                      kb_row, k_biases_strides, vs_row, v_scales_strides, vb_row, v_biases_strides);
+                      k_row, k_codes_strides5, v_row, v_codes_strides5, ks_row, k_scales_strides5,
+                      kb_row, k_biases_strides5, vs_row, v_scales_strides5, vb_row, v_biases_strides5);
 #else
     fa_pmma_tile<T, D> now = next_tile;
-    fa_pmma_load_tile(next_tile, narrow_pass, narrow_pass || packed, first + TILE_STRIDE, last_readable, lane, k_row, k_strides,
-                      v_row, v_strides);
+    fa_pmma_load_tile(next_tile, narrow_pass, narrow_pass || packed, first + TILE_STRIDE, last_readable, lane, k_row, k_strides5,
+                      v_row, v_strides5);
 #endif
     if (first < lo) {
       continue;  // the first iteration only issues the first tile's loads

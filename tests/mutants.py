@@ -117,10 +117,15 @@ def install(m):
         raise SystemExit(f"unknown mutant {m!r}; known: {', '.join(MUTANTS)}")
     from fusedattend import reference
 
-    reference.decode_attention = lambda p: mutant_attention(p, p.k, p.v, m)
-    reference.quantized_decode_attention = lambda p: mutant_attention(
-        p, _dequantize(p.k, p.bits, p.group_size, m), _dequantize(p.v, p.bits, p.group_size, m), m
-    )
+    def plain(p):
+        p = p.with_layer_axis()
+        return mutant_attention(p, p.k, p.v, m)
+
+    def quantized(p):
+        p = p.with_layer_axis()
+        return mutant_attention(p, _dequantize(p.k, p.bits, p.group_size, m), _dequantize(p.v, p.bits, p.group_size, m), m)
+
+    reference.decode_attention, reference.quantized_decode_attention = plain, quantized
 
 
 # ---------------------------------------------------------------------------- pytest plugin

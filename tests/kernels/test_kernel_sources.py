@@ -107,6 +107,28 @@ def test_constants_open_the_body(monkeypatch):
     assert launch["merge_constants"] in (None, (("T", mx.bfloat16), ("D", 128)))
 
 
+@pytest.mark.parametrize("quantized", [False, True])
+def test_arrays_reach_the_kernels_as_passed(quantized):
+    """The decode kernel's inputs are the caller's arrays themselves, 4-D or 5-D (the kernels read
+    either: LAYERED), not new arrays with a layer axis added: each would be an MLX op of host
+    time on every call. The other backends add the axis themselves (Problem.with_layer_axis)."""
+    for layered in (False, True):
+        lead = (2,) if layered else ()
+        q = mx.zeros(lead + (1, 8, 1, 64), dtype=mx.bfloat16)
+        k = mx.zeros(lead + (1, 2, 40, 64), dtype=mx.bfloat16)
+        if quantized:
+            kq = fa.quantize_kv(k, bits=4, group_size=32)
+            launch = gpu.decode_launch(quantized_problem(q, kq, kq, None, None, None, 4, 32), quantized=True)
+            passed = [q, *kq, *kq]
+        else:
+            launch = gpu.decode_launch(plain_problem(q, k, k, None, None, None), quantized=False)
+            passed = [q, k, k]
+        inputs = launch["call"]["inputs"]
+        assert all(got is want for got, want in zip(inputs, passed)), layered
+        assert ("LAYERED", layered) in launch["constants"]
+        assert launch["single_pass"] and launch["call"]["output_shapes"] == [q.shape]  # the caller's form
+
+
 # Problems that cover every branch of the bodies (not the full product of variants).
 CASES = [
     # quantized, dtype, mask, D, bits, L, H_q, H_kv
