@@ -165,7 +165,7 @@ def compact_source(text: str) -> str:
 
 # A kernel's compile-time constants (T, D, NSG, ...) open its body as constexpr / using lines,
 # as MLX writes template arguments, once per kernel object (_kernel): passed as `template` with
-# each call, MLX converts and formats them on every call (the decode kernel's nine cost 2.5 µs of
+# each call, MLX converts and formats them on every call (the decode kernel's nine cost 1.5 µs of
 # host time a call on the H200's machine, docs/h200/host/). Types by the compiler's names.
 METAL_TYPE_NAMES = {mx.float32: "float", mx.float16: "half", mx.bfloat16: "bfloat16_t", mx.bool_: "bool",
                     mx.int32: "int32_t", mx.uint32: "uint32_t"}
