@@ -28,8 +28,9 @@
 // row of the tile sees are zeroed (a tile of the block's end, masks, key ranges).
 // Body of mx.fast.metal_kernel / mx.fast.cuda_kernel. Compile-time: T (f16 or bf16 queries), D
 // (<= 128; quantized: a multiple of GS; plain: of 32), NSG, MASK, MT, OFFSETS32 (32-bit offsets
-// where the strides allow), LAYERED (as decode_attention.metal's); quantized K/V: GS (group size), BITS, ST (scales dtype),
-// SCORE_MANTISSA (T's mantissa bits for 16-bit scores, 0 for 32-bit); plain K/V: WEIGHT_SCALE_LOG2.
+// where the strides allow), LAYERED (as decode_attention.metal's); quantized K/V: GS (group
+// size), BITS, ST (scales dtype), SCORE_MANTISSA (T's mantissa bits for 16-bit scores, 0 for
+// 32-bit); plain K/V: WEIGHT_SCALE_LOG2.
 // FA_QUANTIZED and FA_SINGLE_PASS as in decode_attention.metal. Run-time dims[]: L, G, block, has
 // key ranges; scalars[]: the softmax scale, 1.0f.
 
