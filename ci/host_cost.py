@@ -3,6 +3,10 @@ call before MLX's own kernel call. Runs anywhere (no GPU): the stub returns fres
 
     python ci/host_cost.py [B S [q4]]   # µs per call: checks, launch set-up, gpu path, public call
 
+A repeated public call replays its launches (backends.replay): its row is the signature, the
+lookup and the stubbed kernels; the rows between are what a call not replayed adds (a mask
+array or key_ranges: the checks in full besides).
+
 q4: the quantized call (4-bit K/V, group size 64) instead of the bf16 one.
 """
 import sys
@@ -56,12 +60,17 @@ def main(B=1, S=2048, fmt="bf16"):
         gpu_path = gpu.decode_attention
     mx.eval(q, k)
     problem = make()
+    signature = lambda: (  # noqa: E731
+        _problem.quantized_signature(q, k, k, None, None, None, 4, 64) if quantized
+        else _problem.call_signature((q, k, k), None, None, None))
     rows = {
         "mx.zeros x2 (the stub's own cost)": lambda: (mx.zeros(q.shape, q.dtype), mx.zeros((1,), mx.float32)),
+        "signature + replay lookup": lambda: backends.replay(signature(), "cuda"),
         "argument checks (repeat signature)": make,
         "launch set-up": lambda: gpu._launch_inputs(problem, quantized, problem.shape),
-        "gpu path (set-up + stubbed kernels)": lambda: gpu_path(problem),
-        "public call": public,
+        "launcher (set-up + kernel objects)": lambda: gpu.launcher(problem, quantized),
+        "gpu path (launcher + stubbed kernels)": lambda: gpu_path(problem),
+        "public call (replayed)": public,
     }
     for name, fn in rows.items():
         print(f"{name:40s} {per_call_us(fn):6.2f} µs")

@@ -75,6 +75,13 @@ class Problem(NamedTuple):  # a NamedTuple: immutable, and 4x cheaper to build t
         B, H_q, L, D = self.q.shape
         return 1, B, H_q, keys.shape[1], L, keys.shape[2], D
 
+    @property
+    def arrays(self):
+        """The caller's arrays in the kernels' order: q, k, v; quantized, q and the six of K/V."""
+        if isinstance(self.k, QuantizedKV):
+            return (self.q, *self.k, *self.v)
+        return self.q, self.k, self.v
+
     def with_layer_axis(self) -> "Problem":
         """The same problem with 5-D arrays: a layer axis of one added where the caller passed
         none (`layered` then says True; `unlayer` of the caller's problem drops it again)."""
@@ -229,22 +236,25 @@ def _key_ranges(key_ranges, B, S):
 
 
 # Signatures of calls whose arguments passed the checks: everything the checks look at (each
-# array's type, shape and dtype; scale; mask None or "causal"; bits and group size). A decode loop
+# array's shape and dtype; scale; mask None or "causal"; bits and group size). A decode loop
 # repeats one signature every step, so its checks run once; they cost several µs a call, the
 # signature under 1 µs. Calls with a mask array or key_ranges are checked in full every time:
-# those checks read values.
+# those checks read values. The GPU backends replay such a call's launches by the same
+# signature (backends.replay).
 _CHECKED = set()
 _CHECKED_MAX = 4096
 
 
-def _signature(arrays, scale, mask, key_ranges, *options):
+def call_signature(arrays, scale, mask, key_ranges, *options):
     """The key of _CHECKED for a call, or None when the call must be checked in full."""
-    if key_ranges is not None or not (mask is None or isinstance(mask, str)):
+    if key_ranges is not None or not (mask is None or type(mask) is str):
         return None
+    key = [type(scale), scale, mask, *options]
     for x in arrays:
         if not isinstance(x, mx.array):
             return None
-    return (*[(x.shape, x.dtype) for x in arrays], type(scale), scale, mask, *options)
+        key += (x.shape, x.dtype)
+    return tuple(key)
 
 
 def _was_checked(signature) -> bool:
@@ -270,7 +280,7 @@ def _checked_problem(queries, k, v, scale, mask, bits=None, group_size=None) -> 
 
 
 def plain_problem(queries, keys, values, scale, mask, key_ranges) -> Problem:
-    signature = _signature((queries, keys, values), scale, mask, key_ranges)
+    signature = call_signature((queries, keys, values), scale, mask, key_ranges)
     if _was_checked(signature):
         return _checked_problem(queries, keys, values, scale, mask)
     q, layered = _layered_queries(queries)
@@ -351,13 +361,18 @@ def _quantized_triple(x, name, layered, q, bits, group_size):
     return QuantizedKV(codes5, scales5, biases5)
 
 
+def quantized_signature(queries, keys, values, scale, mask, key_ranges, bits, group_size):
+    """call_signature of a quantized call (None unless keys and values are triples)."""
+    if not all(isinstance(x, (tuple, list)) and len(x) == 3 for x in (keys, values)):
+        return None
+    return call_signature((queries, *keys, *values), scale, mask, key_ranges, type(bits), bits,
+                          type(group_size), group_size)
+
+
 def quantized_problem(queries, keys, values, scale, mask, key_ranges, bits, group_size) -> Problem:
-    signature = None
-    if all(isinstance(x, (tuple, list)) and len(x) == 3 for x in (keys, values)):
-        signature = _signature((queries, *keys, *values), scale, mask, key_ranges,
-                               type(bits), bits, type(group_size), group_size)
-        if _was_checked(signature):
-            return _checked_problem(queries, keys, values, scale, mask, bits, group_size)
+    signature = quantized_signature(queries, keys, values, scale, mask, key_ranges, bits, group_size)
+    if _was_checked(signature):
+        return _checked_problem(queries, keys, values, scale, mask, bits, group_size)
     check_bits(bits, group_size)
     q, layered = _layered_queries(queries)
     k = _quantized_triple(keys, "keys", layered, q, bits, group_size)

@@ -8,9 +8,11 @@ from . import backends
 from ._problem import (
     FLOAT_DTYPES,
     QuantizedKV,
+    call_signature,
     check_bits,
     plain_problem,
     quantized_problem,
+    quantized_signature,
 )
 
 
@@ -33,8 +35,12 @@ def decode_attention(queries, keys, values, *, scale=None, mask=None, key_ranges
     Returns:
         (…, B, H_q, L, D) in the queries' dtype; a row that sees no key is zeros.
     """
+    signature = call_signature((queries, keys, values), scale, mask, key_ranges)
+    replay = backends.replay(signature, backend)  # a repeat of a checked call: its launches alone
+    if replay is not None:
+        return replay(queries, keys, values)
     problem = plain_problem(queries, keys, values, scale, mask, key_ranges)
-    return backends.run(problem, backend, quantized=False)
+    return backends.run(problem, backend, quantized=False, signature=signature)
 
 
 def quantized_decode_attention(
@@ -46,8 +52,12 @@ def quantized_decode_attention(
     `quantize_kv` or mlx_lm's QuantizedKVCache hold them. Equals `dequantize_kv` followed by
     `decode_attention` within float tolerance.
     """
+    signature = quantized_signature(queries, keys, values, scale, mask, key_ranges, bits, group_size)
+    replay = backends.replay(signature, backend)
+    if replay is not None:
+        return replay(queries, *keys, *values)
     problem = quantized_problem(queries, keys, values, scale, mask, key_ranges, bits, group_size)
-    return backends.run(problem, backend, quantized=True)
+    return backends.run(problem, backend, quantized=True, signature=signature)
 
 
 def quantize_kv(x, *, bits=4, group_size=64):

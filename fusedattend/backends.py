@@ -83,8 +83,40 @@ def resolve(backend) -> str:
     return default_backend() if backend is None else _check_name(backend, "backend")
 
 
-def run(problem: Problem, backend, quantized: bool):
-    """Run `problem` on the named backend; L beyond the fused kernels goes to the reference."""
+# Replays: for a call whose signature (_problem.call_signature) passed the checks on a backend
+# that can replay it (the GPU backends: `launcher`), the function that launches its kernels from
+# its arrays alone. A decode loop repeats one signature every step; its later steps skip the
+# checks, the dispatch and the launch set-up (µs of host time each, docs/gpu.md). Keyed by
+# what picks the backend too. Cleared with gpu.clear_caches() when the schedule's constants change.
+_REPLAYS = {}
+_REPLAYS_MAX = 4096
+
+
+def _replay_key(signature, backend):
+    if backend is None:  # what default_backend() reads
+        return signature, None, os.environ.get(ENV_VAR), mx.default_device() == mx.gpu
+    return signature, backend
+
+
+def replay(signature, backend):
+    """The launcher of an earlier call with this signature and backend argument, or None."""
+    if signature is None:
+        return None
+    try:
+        return _REPLAYS.get(_replay_key(signature, backend))
+    except TypeError:  # an unhashable scale, bits, backend, ...: the checks will name it
+        return None
+
+
+def forget_replays():
+    _REPLAYS.clear()
+
+
+def run(problem: Problem, backend, quantized: bool, signature=None):
+    """Run `problem` on the named backend; L beyond the fused kernels goes to the reference.
+
+    signature: the call's _problem.call_signature, or None; a backend with a `launcher` then
+    keeps the call's launcher for `replay`."""
     name = resolve(backend)
     if problem.q.shape[-2] > MAX_FUSED_QUERY_LEN:  # L
         name = "reference"
@@ -93,5 +125,13 @@ def run(problem: Problem, backend, quantized: bool):
         if H_kv * S * D < CPU_MIN_KV_ELEMENTS:
             name = "reference"
     module = _module(_MODULES[name])
-    fn = module.quantized_decode_attention if quantized else module.decode_attention
-    return problem.unlayer(fn(problem))
+    launcher = getattr(module, "launcher", None)
+    launch = launcher(problem, quantized) if launcher else None
+    if launch is None:
+        fn = module.quantized_decode_attention if quantized else module.decode_attention
+        return problem.unlayer(fn(problem))
+    if signature is not None:
+        if len(_REPLAYS) >= _REPLAYS_MAX:
+            _REPLAYS.clear()
+        _REPLAYS[_replay_key(signature, backend)] = launch
+    return launch(*problem.arrays)

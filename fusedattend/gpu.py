@@ -19,6 +19,7 @@ from typing import NamedTuple, Optional
 
 import mlx.core as mx
 
+from . import backends
 from ._problem import Problem
 
 SIMD_WIDTH = 32
@@ -389,26 +390,35 @@ def _launch_inputs(problem: Problem, quantized: bool, shape):
 
     Queries, keys and values go to the kernel as the caller passed them (4-D, or 5-D when layered;
     any strides): no copy, no new array."""
+    launch, common, casts = _launch_common(problem, quantized, shape)
+    return launch, _inputs(problem.arrays, common, casts, problem.k.scales.dtype if casts else None)
+
+
+def _inputs(arrays, common, casts, scales_dtype):
+    inputs = [*arrays, *common]
+    for i in casts:  # biases and v's scales in k's scales dtype: ST names the one variant
+        inputs[i] = inputs[i].astype(scales_dtype)
+    return inputs
+
+
+def _launch_common(problem: Problem, quantized: bool, shape):
+    """The problem's Launch, the decode kernel's inputs after the caller's arrays, and the
+    positions of the caller's arrays to cast to k's scales dtype."""
     NL, B, H_q, H_kv, L, S, D = shape
     kind = problem.mask.kind
     if kind in ("bool", "additive"):
         mask = mx.broadcast_to(problem.mask.array, (NL, B, H_q, L, S))  # stride-0 view, no copy
     else:
         mask = _placeholder(mx.bool_)
-    q, k, v, ranges = problem.q, problem.k, problem.v, problem.key_ranges
+    q, k, ranges = problem.q, problem.k, problem.key_ranges
     scales_dtype = k.scales.dtype if quantized else None
     launch = _schedule(shape, q.dtype, quantized, kind, mask.dtype, problem.bits, scales_dtype,
                        ranges is not None, problem.group_size, S <= SINGLE_PASS_MAX_S, problem.layered)
     # 1.0 is read at run time by the kernels' code reading (fa_code_unit in decode_attention.h).
-    common = [mask, _placeholder(mx.int32) if ranges is None else ranges, launch.dims,
-              _float32s(problem.scale, 1.0)]
-    if not quantized:
-        return launch, [q, k, v] + common
-    inputs = [q, k.codes, k.scales, k.biases, v.codes, v.scales, v.biases] + common
-    for i in (3, 5, 6):  # biases and v's scales in k's scales dtype: ST names the one variant
-        if inputs[i].dtype != scales_dtype:
-            inputs[i] = inputs[i].astype(scales_dtype)
-    return launch, inputs
+    common = (mask, _placeholder(mx.int32) if ranges is None else ranges, launch.dims,
+              _float32s(problem.scale, 1.0))
+    casts = tuple(i for i in (3, 5, 6) if problem.arrays[i].dtype != scales_dtype) if quantized else ()
+    return launch, common, casts
 
 
 def decode_launch(problem: Problem, quantized: bool) -> dict:
@@ -420,22 +430,49 @@ def decode_launch(problem: Problem, quantized: bool) -> dict:
     return described
 
 
-def _attend(problem: Problem, quantized: bool) -> mx.array:
-    """The output in the caller's form: (B, H_q, L, D), or (NL, B, H_q, L, D) for a layered call."""
+def launcher(problem: Problem, quantized: bool):
+    """The function of the caller's arrays (`Problem.arrays`) that launches the problem's kernels,
+    everything else fixed. It takes any arrays of the problem's shapes and dtypes (backends.replay
+    hands it a repeated call's). Returns the output in the caller's form: (B, H_q, L, D), or
+    (NL, B, H_q, L, D) for a layered call. None where the grid would pass CUDA's limit."""
     shape = problem.shape
     if shape[0] * shape[1] > MAX_GRID_Z:
+        return None
+    launch, common, casts = _launch_common(problem, quantized, shape)
+    decode = _kernel(launch.name, launch.input_names, launch.output_names, launch.body_file, launch.defines,
+                     launch.launch_bounds, launch.constants)
+    kernel_args = launch.kernel_args
+    scales_dtype = problem.k.scales.dtype if casts else None
+    if launch.single_pass:
+        def launch_single(*arrays):
+            return decode(inputs=_inputs(arrays, common, casts, scales_dtype), **kernel_args)[0]
+
+        return launch_single
+    merge = _kernel("fa_merge_partials", ("out_partial", "stats_partial"), ("out",), "merge_partials.metal",
+                    constants=launch.merge_constants)
+    merge_args = launch.merge_args
+
+    def launch_split(*arrays):
+        partials = decode(inputs=_inputs(arrays, common, casts, scales_dtype), **kernel_args)
+        return merge(inputs=partials, **merge_args)[0]
+
+    return launch_split
+
+
+def clear_caches():
+    """Forget schedules and replayed launchers: after changing this module's constants or
+    `_kernel` (tests, sweeps), which they were made with."""
+    _schedule.cache_clear()
+    backends.forget_replays()
+
+
+def _attend(problem: Problem, quantized: bool) -> mx.array:
+    launch = launcher(problem, quantized)
+    if launch is None:
         from . import reference
 
         return (reference.quantized_decode_attention if quantized else reference.decode_attention)(problem)
-    launch, inputs = _launch_inputs(problem, quantized, shape)
-    decode = _kernel(launch.name, launch.input_names, launch.output_names, launch.body_file, launch.defines,
-                     launch.launch_bounds, launch.constants)
-    outputs = decode(inputs=inputs, **launch.kernel_args)
-    if launch.single_pass:
-        return outputs[0]
-    merge = _kernel("fa_merge_partials", ("out_partial", "stats_partial"), ("out",), "merge_partials.metal",
-                    constants=launch.merge_constants)
-    return merge(inputs=outputs, **launch.merge_args)[0]
+    return launch(*problem.arrays)
 
 
 def decode_attention(problem: Problem) -> mx.array:

@@ -98,7 +98,7 @@ def main():
         for name, value in {**defaults, **var}.items():
             if name != "METAL":
                 setattr(gpu, name, value)
-        gpu._schedule.cache_clear()  # the schedule is cached per problem shape
+        gpu.clear_caches()  # schedules and replayed launchers are cached per problem shape
         # Other sources: read from that folder, under names of their own (MLX caches a compiled
         # kernel by name).
         metal = var.get("METAL")

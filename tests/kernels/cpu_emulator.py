@@ -211,7 +211,9 @@ def emulated_gpu(layout="apple"):
     kernel = type("EmulatedKernel", (EmulatedKernel,), {"layout": layout})
     gpu._kernel, gpu.on_metal = kernel, (lambda: True)
     backends._is_available = lambda name: name == "cuda" or real(name)
+    gpu.clear_caches()  # replayed launchers hold the kernels they were made with
     try:
         yield
     finally:
         gpu._kernel, gpu.on_metal, backends._is_available = saved
+        gpu.clear_caches()

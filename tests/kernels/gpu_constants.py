@@ -11,10 +11,10 @@ def gpu_constants(**values):
     saved = {name: getattr(gpu, name) for name in values}
     for name, value in values.items():
         setattr(gpu, name, value)
-    gpu._schedule.cache_clear()
+    gpu.clear_caches()
     try:
         yield
     finally:
         for name, value in saved.items():
             setattr(gpu, name, value)
-        gpu._schedule.cache_clear()
+        gpu.clear_caches()

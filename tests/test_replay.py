@@ -1,0 +1,145 @@
+"""A repeat of a checked call replays its launches (backends.replay): no checks, no dispatch, no
+launch set-up, only the kernels, handed the new call's arrays. The kernels are recording stubs
+here (no GPU needed); the GPU suites run the real ones through the same path."""
+
+import mlx.core as mx
+import pytest
+
+import fusedattend as fa
+from fusedattend import backends, gpu
+from tests.kernels.gpu_constants import gpu_constants
+
+H_Q, H_KV, D = 8, 2, 64
+
+
+class Recorder:
+    """Stands in for gpu._kernel: each kernel it makes records its calls and returns zeros."""
+
+    calls = []
+
+    def __init__(self, name, *args, **kwargs):
+        self.name = name
+
+    def __call__(self, *, inputs, output_shapes, output_dtypes, **kwargs):
+        Recorder.calls.append((self.name, list(inputs)))
+        return [mx.zeros(shape, dtype) for shape, dtype in zip(output_shapes, output_dtypes)]
+
+
+@pytest.fixture
+def stub_gpu(monkeypatch):
+    """backend="cuda" available, its kernels recorded; counts of the launch set-up in `setups`."""
+    available = backends._is_available
+    monkeypatch.setattr(backends, "_is_available", lambda name: name == "cuda" or available(name))
+    monkeypatch.setattr(gpu, "_kernel", Recorder)
+    monkeypatch.setattr(Recorder, "calls", [])
+    setups = []
+    common = gpu._launch_common
+    monkeypatch.setattr(gpu, "_launch_common", lambda *args: setups.append(1) or common(*args))
+    gpu.clear_caches()
+    yield setups
+    gpu.clear_caches()
+
+
+def arrays(S, quantized, seed):
+    """q, k, v of one signature with other values each seed; k and v slices of a larger cache."""
+    mx.random.seed(seed)
+    q = mx.random.normal((1, H_Q, 1, D)).astype(mx.bfloat16)
+    k, v = (mx.random.normal((1, H_KV, S + 7, D)).astype(mx.bfloat16)[:, :, :S] for _ in range(2))
+    if quantized:
+        k, v = fa.quantize_kv(k, group_size=32), fa.quantize_kv(v, group_size=32)
+    return q, k, v
+
+
+def call(q, k, v, quantized, **kwargs):
+    if quantized:
+        return fa.quantized_decode_attention(q, k, v, group_size=32, **kwargs)
+    return fa.decode_attention(q, k, v, **kwargs)
+
+
+def flat(q, k, v, quantized):
+    return [q, *k, *v] if quantized else [q, k, v]
+
+
+@pytest.mark.parametrize("quantized", [False, True], ids=["plain", "q4"])
+@pytest.mark.parametrize("S", [40, 3000], ids=["one_block", "split"])
+def test_repeat_replays_the_launches_with_the_new_arrays(stub_gpu, quantized, S):
+    first = arrays(S, quantized, 0)
+    call(*first, quantized, backend="cuda")
+    assert len(stub_gpu) == 1
+    launches = len(Recorder.calls)
+    assert launches == (1 if S <= gpu.SINGLE_PASS_MAX_S else 2)
+    for seed in (1, 2):
+        again = arrays(S, quantized, seed)
+        call(*again, quantized, backend="cuda")
+        assert len(stub_gpu) == 1, "the repeat set its launches up again"
+        (name, inputs), (_, inputs_before) = Recorder.calls[-launches], Recorder.calls[0]
+        passed = flat(*again, quantized)
+        assert all(got is want for got, want in zip(inputs, passed))  # the new call's arrays
+        assert all(got is want for got, want in zip(inputs[len(passed):], inputs_before[len(passed):]))
+
+
+def test_what_the_replay_depends_on_is_in_its_key(stub_gpu, monkeypatch):
+    """scale, mask and the backend's choice (argument, environment, default device) each set
+    the call up anew where they differ from the replayed call's."""
+    q, k, v = arrays(40, False, 0)
+    fa.decode_attention(q, k, v, backend="cuda")
+    fa.decode_attention(q, k, v, backend="cuda", scale=0.5)
+    fa.decode_attention(q, k, v, backend="cuda", scale=0.5)
+    fa.decode_attention(q, k, v, backend="cuda", mask="causal")
+    assert len(stub_gpu) == 3
+    assert Recorder.calls[1][1][-1] is Recorder.calls[2][1][-1] is not Recorder.calls[0][1][-1]  # scalars
+    monkeypatch.setenv(backends.ENV_VAR, "cuda")
+    fa.decode_attention(q, k, v)
+    fa.decode_attention(q, k, v)
+    assert len(Recorder.calls) == 6
+    monkeypatch.setenv(backends.ENV_VAR, "reference")
+    out = fa.decode_attention(q, k, v)
+    assert len(Recorder.calls) == 6 and mx.array_equal(out, fa.decode_attention(q, k, v, backend="reference"))
+    monkeypatch.delenv(backends.ENV_VAR)
+    device = mx.default_device()
+    monkeypatch.setattr(mx, "default_device", lambda: mx.gpu)  # backend=None picks "cuda"
+    fa.decode_attention(q, k, v)
+    fa.decode_attention(q, k, v)
+    assert len(Recorder.calls) == 8
+    monkeypatch.setattr(mx, "default_device", lambda: mx.cpu)  # now "cpu" or "reference"
+    fa.decode_attention(q, k, v)
+    assert len(Recorder.calls) == 8
+    monkeypatch.setattr(mx, "default_device", lambda: device)
+
+
+def test_mask_arrays_and_key_ranges_are_set_up_every_call(stub_gpu):
+    """Their checks and the mask's broadcast read the arrays given: never replayed."""
+    q, k, v = arrays(40, False, 0)
+    mask = mx.ones((1, 1, 1, 40), dtype=mx.bool_)
+    ranges = mx.array([[0, 40]])
+    for _ in range(2):
+        fa.decode_attention(q, k, v, backend="cuda", mask=mask)
+        fa.decode_attention(q, k, v, backend="cuda", key_ranges=ranges)
+    assert len(stub_gpu) == 4
+
+
+def test_a_schedule_change_forgets_the_replays(stub_gpu):
+    """gpu.clear_caches (which tests' gpu_constants and the sweeps call): a replay holds the
+    kernels and the schedule it was made with."""
+    q, k, v = arrays(40, False, 0)
+    fa.decode_attention(q, k, v, backend="cuda")
+    assert len(Recorder.calls) == 1  # one block
+    with gpu_constants(SINGLE_PASS_MAX_S=0):
+        fa.decode_attention(q, k, v, backend="cuda")
+        assert len(Recorder.calls) == 3  # split: decode and merge
+    fa.decode_attention(q, k, v, backend="cuda")
+    assert len(Recorder.calls) == 4 and len(stub_gpu) == 3
+
+
+def test_bad_calls_still_raise_after_replays(stub_gpu):
+    q, k, v = arrays(40, False, 0)
+    for _ in range(2):
+        fa.decode_attention(q, k, v, backend="cuda")
+    with pytest.raises(ValueError, match="backend='tpu'"):
+        fa.decode_attention(q, k, v, backend="tpu")
+    with pytest.raises(ValueError, match="scale"):
+        fa.decode_attention(q, k, v, backend="cuda", scale=float("nan"))
+    with pytest.raises(TypeError, match="scale"):
+        fa.decode_attention(q, k, v, backend="cuda", scale=[0.5])
+    with pytest.raises(ValueError, match="batch size 2"):
+        fa.decode_attention(q, mx.concatenate([k, k]), v, backend="cuda")
