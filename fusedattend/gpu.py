@@ -53,8 +53,16 @@ MAX_KEYS_IN_FLIGHT = 4
 QUANTIZED_KEYS_IN_FLIGHT = 4  # U for quantized K/V (each key also loads 4 scales and biases)
 MAX_ROWS = 8  # query rows (GQA heads x positions) per threadgroup; more rows -> more tiles
 MAX_ROW_ELEMENTS = 32  # ROWS * E: floats of scaled query (and as many of output) a lane keeps
-MIN_BLOCK, MAX_BLOCK = 128, 1024
-TARGET_BLOCKS = 32  # key blocks per (request, kv head) when S allows: fills 132 SMs at B = 1
+# Split blocks: TARGET_BLOCKS a (request, kv head) where S allows (fills 132 SMs at B = 1), of
+# MIN_BLOCK to MAX_BLOCK keys (a power of two). MIN_BLOCK 256 against 128 (blocks of 256 keys
+# from S = 513 to 8192, where 128 took them up to S = 4096), H200, chained and cold, µs bf16 /
+# 4-bit (docs/h200/replay/sweep-blocks*.log, 2026-11-30): B = 32, S = 2048: 128.1-130.1 /
+# 125.4-132.1 against 138.7-143.4 / 148.2-148.9; S = 4096: 205.5 / 177.2 against 232.1 / 221.1;
+# B = 8, S = 2048 and 4096: 3-9% faster; B = 1 within the noise there (S = 2048: 58.0-65.0
+# against 57.0-68.0). 16 target blocks (512 keys at S = 8192) gained 8-9% at B = 32, S = 8192
+# but lost at B = 1 in the 6-round sweep (83.3 against 75.9 at S = 8192): not taken.
+MIN_BLOCK, MAX_BLOCK = 256, 1024
+TARGET_BLOCKS = 32
 MAX_GRID_Z = 65535  # CUDA's limit on gridDim.z (the layer x request axis)
 
 

@@ -29,7 +29,7 @@ from tests.property.test_online_softmax_parity import check_parity
 
 pytestmark = pytest.mark.skipif(not compiler_available(), reason="g++ not installed here")
 
-# Short S around the key-block size (gpu.MIN_BLOCK = 128) and the step of 16 keys.
+# Short S around the key-block sizes (gpu.MIN_BLOCK = 256; 128 before) and the step of 16 keys.
 SHORT_S = (1, 2, 3, 15, 17, 63, 127, 128, 129, 255, 257)
 # The suites' NL = 1 edge, and a shorter multi-layer one than theirs (S = 1024 runs slowly here).
 LAYERED = pinned_layered_cases()[:1] + [edge_case(NL=3, B=2, S=130, L=3, layered=True, mask="bool_hidden_row")]

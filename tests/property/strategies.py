@@ -359,7 +359,7 @@ def quantizable_arrays(draw):
 
 # --------------------------------------------------------------------------------------------
 # pinned edges: built without Hypothesis, run by every test that lists them with @example.
-# They sit on the schedule boundaries of the kernels (fusedattend.gpu: key blocks of 128..1024,
+# They sit on the schedule boundaries of the kernels (fusedattend.gpu: key blocks of 256..1024,
 # 8 query rows a threadgroup, lanes past D for D = 80; fusedattend.cpu: 1024-key blocks) and on
 # the edges the issue names: S = 1, powers of two +- 1, fully masked rows, GQA ratio = H_q, NL = 1.
 
