@@ -58,9 +58,10 @@ MAX_ROW_ELEMENTS = 32  # ROWS * E: floats of scaled query (and as many of output
 # from S = 513 to 8192, where 128 took them up to S = 4096), H200, chained and cold, µs bf16 /
 # 4-bit (docs/h200/replay/sweep-blocks*.log, 2026-11-30): B = 32, S = 2048: 128.1-130.1 /
 # 125.4-132.1 against 138.7-143.4 / 148.2-148.9; S = 4096: 205.5 / 177.2 against 232.1 / 221.1;
-# B = 8, S = 2048 and 4096: 3-9% faster; B = 1 within the noise there (S = 2048: 58.0-65.0
-# against 57.0-68.0). 16 target blocks (512 keys at S = 8192) gained 8-9% at B = 32, S = 8192
-# but lost at B = 1 in the 6-round sweep (83.3 against 75.9 at S = 8192): not taken.
+# B = 8, S = 2048 and 4096: 3-9% faster. B = 1, S = 2048: 58.0-65.0 against 52.8-68.0 (bf16);
+# S = 4096: 66.9 and 79.0 against 52.9 and 63.7, slower or B = 1's noise (one 4-bit schedule
+# took 63.0 and 93.9 there in one sweep). 16 target blocks (512 keys at S = 8192) gained 8-9% at
+# B = 32, S = 8192 but lost at B = 1 in the 6-round sweep (83.3 against 75.9): not taken.
 MIN_BLOCK, MAX_BLOCK = 256, 1024
 TARGET_BLOCKS = 32
 MAX_GRID_Z = 65535  # CUDA's limit on gridDim.z (the layer x request axis)
