@@ -293,3 +293,26 @@ def test_emulated_quantized_matrices_with_32_bit_scores(layout, case):
     with emulated_gpu(layout), gpu_constants(SCORES16=False, SINGLE_PASS_MAX_S=0):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
+
+
+@pytest.mark.parametrize("quantized", [False, True], ids=["plain", "q4"])
+@pytest.mark.parametrize("S", [40, 700], ids=["one_block", "split"])
+def test_emulated_replay_equals_a_fresh_set_up(quantized, S):
+    """A repeated call runs the launcher its first call kept (backends.replay): with other arrays
+    of the same signature, bit for bit what a call set up afresh gives."""
+    def call(seed):
+        mx.random.seed(seed)
+        q = mx.random.normal((2, 8, 1, 64)).astype(mx.float16)
+        k, v = (mx.random.normal((2, 2, S + 5, 64)).astype(mx.float16)[:, :, :S] for _ in range(2))
+        if quantized:
+            k, v = fa.quantize_kv(k, group_size=32), fa.quantize_kv(v, group_size=32)
+            return fa.quantized_decode_attention(q, k, v, group_size=32, scale=0.3, backend="cuda")
+        return fa.decode_attention(q, k, v, scale=0.3, backend="cuda")
+
+    with emulated_gpu():
+        call(0)
+        replayed = call(1)
+        gpu.clear_caches()
+        fresh = call(1)
+    assert mx.array_equal(replayed, fresh)
+    assert not mx.array_equal(replayed, mx.zeros_like(replayed))
