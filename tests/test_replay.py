@@ -143,3 +143,16 @@ def test_bad_calls_still_raise_after_replays(stub_gpu):
         fa.decode_attention(q, k, v, backend="cuda", scale=[0.5])
     with pytest.raises(ValueError, match="batch size 2"):
         fa.decode_attention(q, mx.concatenate([k, k]), v, backend="cuda")
+
+
+def test_scales_and_biases_reach_the_kernel_in_k_scales_dtype(stub_gpu):
+    """Biases and v's scales of another dtype than k's scales are cast to it (the kernel's ST names
+    one), on the first call and on its replay."""
+    for seed in (0, 1):
+        q, (kc, ks, kb), (vc, vs, vb) = arrays(40, True, seed)
+        k, v = (kc, ks, kb.astype(mx.float32)), (vc, vs.astype(mx.float16), vb.astype(mx.float32))
+        fa.quantized_decode_attention(q, k, v, group_size=32, backend="cuda")
+        inputs = Recorder.calls[-1][1]
+        assert [inputs[i].dtype for i in (2, 3, 5, 6)] == [ks.dtype] * 4
+        assert inputs[1] is kc and inputs[4] is vc
+    assert len(stub_gpu) == 1
