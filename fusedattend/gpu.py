@@ -399,20 +399,13 @@ def _launch_inputs(problem: Problem, quantized: bool, shape):
 
     Queries, keys and values go to the kernel as the caller passed them (4-D, or 5-D when layered;
     any strides): no copy, no new array."""
-    launch, common, casts = _launch_common(problem, quantized, shape)
-    return launch, _inputs(problem.arrays, common, casts, problem.k.scales.dtype if casts else None)
-
-
-def _inputs(arrays, common, casts, scales_dtype):
-    inputs = [*arrays, *common]
-    for i in casts:  # biases and v's scales in k's scales dtype: ST names the one variant
-        inputs[i] = inputs[i].astype(scales_dtype)
-    return inputs
+    launch, inputs_of = _launch_common(problem, quantized, shape)
+    return launch, inputs_of(problem.arrays)
 
 
 def _launch_common(problem: Problem, quantized: bool, shape):
-    """The problem's Launch, the decode kernel's inputs after the caller's arrays, and the
-    positions of the caller's arrays to cast to k's scales dtype."""
+    """The problem's Launch, and the function that makes the decode kernel's inputs from the
+    caller's arrays (`Problem.arrays`, or a repeated call's of the same shapes and dtypes)."""
     NL, B, H_q, H_kv, L, S, D = shape
     kind = problem.mask.kind
     if kind in ("bool", "additive"):
@@ -426,8 +419,17 @@ def _launch_common(problem: Problem, quantized: bool, shape):
     # 1.0 is read at run time by the kernels' code reading (fa_code_unit in decode_attention.h).
     common = (mask, _placeholder(mx.int32) if ranges is None else ranges, launch.dims,
               _float32s(problem.scale, 1.0))
-    casts = tuple(i for i in (3, 5, 6) if problem.arrays[i].dtype != scales_dtype) if quantized else ()
-    return launch, common, casts
+    arrays = problem.arrays
+    # biases and v's scales in k's scales dtype: ST names the one variant
+    casts = tuple(i for i in (3, 5, 6) if arrays[i].dtype != scales_dtype) if quantized else ()
+
+    def inputs_of(arrays):
+        inputs = [*arrays, *common]
+        for i in casts:
+            inputs[i] = inputs[i].astype(scales_dtype)
+        return inputs
+
+    return launch, inputs_of
 
 
 def decode_launch(problem: Problem, quantized: bool) -> dict:
@@ -447,14 +449,13 @@ def launcher(problem: Problem, quantized: bool):
     shape = problem.shape
     if shape[0] * shape[1] > MAX_GRID_Z:
         return None
-    launch, common, casts = _launch_common(problem, quantized, shape)
+    launch, inputs_of = _launch_common(problem, quantized, shape)
     decode = _kernel(launch.name, launch.input_names, launch.output_names, launch.body_file, launch.defines,
                      launch.launch_bounds, launch.constants)
     kernel_args = launch.kernel_args
-    scales_dtype = problem.k.scales.dtype if casts else None
     if launch.single_pass:
         def launch_single(*arrays):
-            return decode(inputs=_inputs(arrays, common, casts, scales_dtype), **kernel_args)[0]
+            return decode(inputs=inputs_of(arrays), **kernel_args)[0]
 
         return launch_single
     merge = _kernel("fa_merge_partials", ("out_partial", "stats_partial"), ("out",), "merge_partials.metal",
@@ -462,8 +463,7 @@ def launcher(problem: Problem, quantized: bool):
     merge_args = launch.merge_args
 
     def launch_split(*arrays):
-        partials = decode(inputs=_inputs(arrays, common, casts, scales_dtype), **kernel_args)
-        return merge(inputs=partials, **merge_args)[0]
+        return merge(inputs=decode(inputs=inputs_of(arrays), **kernel_args), **merge_args)[0]
 
     return launch_split
 
