@@ -124,12 +124,22 @@ SCORES16 = True
 # (docs/h200/bounds/, 2026-11-29), bf16 split blocks at 4 (128 registers, 12 bytes spilled)
 # against ptxas' 158 (3 an SM): B = 32, S = 32768: 1140.9 against 1193.5 µs (Nsight Compute:
 # 82.8% of DRAM bandwidth against 77.2%); B = 32, S = 2048: 159.9 against 179.7; B = 8,
-# S = 8192: 156.2 against 161.5; B = 1 within the noise. The 4-bit matrix kernel spills at 3 or 4
-# (164 / 344 bytes) and was 1.4-1.7x slower: it keeps ptxas' choice (238 registers since its
-# 16-bit scores, 235 by NVRTC on the H200; 2 an SM; at 3 it spills 186 bytes: 879.4 against 808.5 µs
-# at B = 32, S = 32768, docs/h200/scores16/sweep-variants.log).
+# S = 8192: 156.2 against 161.5; B = 1 within the noise.
+# The quantized matrix kernel's split blocks: 6 threadgroups of 2 simdgroups an SM, 168 registers,
+# 12 warps where ptxas' choice left 8 (an SM's 4 schedulers hold 16K registers each, so 5 an SM
+# would be capped at 168 too). Holding the scales as loaded (fa_chunk, one 32-bit load for two
+# groups) took ptxas from 232 registers to 178 at 4-bit, group size 64, D = 128, and the cap then
+# spills 24 bytes. H200, chained and cold, 4-bit µs, before the scales change / after it with
+# ptxas' choice / after it at 6 an SM (docs/h200/bounds-q4/sweep-ab2.log, 2026-11-30): B = 32,
+# S = 32768: 740.2 / 783.2 / 688.1; B = 8, S = 32768: 242.1 / 249.3 / 232.0; B = 32, S = 8192:
+# 284.7 / 295.3 / 265.9; B = 1 within the noise (S = 2048: 67.4 / 68.3 / 67.5). Only where the
+# cap spills little (nvcc 13.0, sm_90): at most 4 bits and 2 groups a row (24-48 bytes); 8 bits
+# or 4 groups spill 204-584 bytes and keep ptxas' choice, as do one-block launches (4 simdgroups).
+# Before 16-bit scores and packed scales the cap at 3 of 4 simdgroups spilled 186 bytes and lost
+# (879.4 against 808.5 µs, docs/h200/scores16/sweep-variants.log).
 SPLIT_THREADGROUPS_PER_SM = 4
-QUANTIZED_MMA_THREADGROUPS_PER_SM = 0
+QUANTIZED_MMA_THREADGROUPS_PER_SM = 6
+QUANTIZED_MMA_BOUNDED_MAX_BITS, QUANTIZED_MMA_BOUNDED_MAX_GROUPS = 4, 2
 PLAIN_MMA_THREADGROUPS_PER_SM = 0  # not yet swept on the H200
 
 KERNEL_FILES = ("decode_attention.metal", "merge_partials.metal", "decode_mma.metal")
@@ -337,7 +347,10 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
         constants = [("T", dtype), ("D", D), ("NSG", simdgroups), ("MASK", MASK_KINDS[mask_kind]), ("MT", mask_dtype),
                      ("LAYERED", layered), ("OFFSETS32", MMA_OFFSETS32)]
         if quantized:
-            name, per_sm = "fa_quantized_decode_mma", QUANTIZED_MMA_THREADGROUPS_PER_SM
+            name = "fa_quantized_decode_mma"
+            bounded = (not single_pass and bits <= QUANTIZED_MMA_BOUNDED_MAX_BITS
+                       and D // group_size <= QUANTIZED_MMA_BOUNDED_MAX_GROUPS)
+            per_sm = QUANTIZED_MMA_THREADGROUPS_PER_SM if bounded else 0
             constants += [("GS", group_size), ("BITS", bits), ("ST", scales_dtype),
                           ("SCORE_MANTISSA", score_mantissa(dtype, bits, group_size))]
         else:

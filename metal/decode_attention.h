@@ -386,11 +386,11 @@ template <int GROUPS, int SCORE_RUN, int OUT_RUN, int BITS, typename ST, int K_R
 struct fa_qmma_tile {
   fa_code_chunk<SCORE_RUN, BITS> k_codes[2][K_RUNS][GROUPS];  // [half][run][group]
   fa_code_chunk<OUT_RUN, BITS> v_codes[2][2][GROUPS];
-  ST k_scale[2][GROUPS];  // [half][group], of the key of the lane's row
-  ST k_bias[2][GROUPS];
-  ST v_bias[2][GROUPS];
-  ST v_row_scale[2][GROUPS];
-  ST v_scale[2][2][GROUPS];  // [half][B element][group]
+  fa_chunk<ST, GROUPS> k_scale[2];  // [half][group], of the key of the lane's row
+  fa_chunk<ST, GROUPS> k_bias[2];
+  fa_chunk<ST, GROUPS> v_bias[2];
+  fa_chunk<ST, GROUPS> v_row_scale[2];
+  fa_chunk<ST, GROUPS> v_scale[2][2];  // [half][B element][group]
 };
 
 // Which of a group's 4 runs of K codes (fa_qmma_score_dim / fa_qmma_score_dim16) a lane's A
@@ -418,13 +418,10 @@ METAL_FUNC void fa_qmma_load_tile(
     const int64_t kb_at = narrow ? ks_at : fa_key_offset(narrow, k_biases_strides, row_key);
     const int64_t vs_at = narrow ? ks_at : fa_key_offset(narrow, v_scales_strides, row_key);
     const int64_t vb_at = narrow ? ks_at : fa_key_offset(narrow, v_biases_strides, row_key);
-    #pragma unroll
-    for (int g = 0; g < GROUPS; ++g) {
-      t.k_scale[h][g] = ks_row[ks_at + g * fa_element_step(narrow, k_scales_strides)];
-      t.k_bias[h][g] = kb_row[kb_at + g * fa_element_step(narrow, k_biases_strides)];
-      t.v_bias[h][g] = vb_row[vb_at + g * fa_element_step(narrow, v_biases_strides)];
-      t.v_row_scale[h][g] = vs_row[vs_at + g * fa_element_step(narrow, v_scales_strides)];
-    }
+    fa_load_chunk<GROUPS>(ks_row + ks_at, fa_element_step(narrow, k_scales_strides), narrow, t.k_scale[h]);
+    fa_load_chunk<GROUPS>(kb_row + kb_at, fa_element_step(narrow, k_biases_strides), narrow, t.k_bias[h]);
+    fa_load_chunk<GROUPS>(vb_row + vb_at, fa_element_step(narrow, v_biases_strides), narrow, t.v_bias[h]);
+    fa_load_chunk<GROUPS>(vs_row + vs_at, fa_element_step(narrow, v_scales_strides), narrow, t.v_row_scale[h]);
     const auto k_codes = k_row + fa_key_offset(narrow, k_codes_strides, row_key);
     #pragma unroll
     for (int j = 0; j < 2; ++j) {
@@ -440,8 +437,8 @@ METAL_FUNC void fa_qmma_load_tile(
         }
         fa_load_codes<OUT_RUN, BITS>(v_codes, fa_element_step(narrow, v_codes_strides),
                                      g * 8 + fa_frag_row(lane), one, t.v_codes[h][j][g]);
-        t.v_scale[h][j][g] = vs_row[b_at + g * fa_element_step(narrow, v_scales_strides)];
       }
+      fa_load_chunk<GROUPS>(vs_row + b_at, fa_element_step(narrow, v_scales_strides), narrow, t.v_scale[h][j]);
     }
   }
 }

@@ -239,7 +239,9 @@ constexpr int TILE_STRIDE = NSG * TILE_KEYS;
 const bool narrow = OFFSETS32 && fa_narrow_rows(k_codes_strides5, S, k_codes_shape5[4]) &&
     fa_narrow_rows(v_codes_strides5, S, v_codes_shape5[4]) && fa_narrow_rows(k_scales_strides5, S, GROUPS) &&
     fa_same_strides(k_scales_strides5, k_biases_strides5) && fa_same_strides(k_scales_strides5, v_scales_strides5) &&
-    fa_same_strides(k_scales_strides5, v_biases_strides5);
+    fa_same_strides(k_scales_strides5, v_biases_strides5) && fa_packed_rows<GROUPS>(ks_row, k_scales_strides5[3], 1) &&
+    fa_packed_rows<GROUPS>(kb_row, k_scales_strides5[3], 1) && fa_packed_rows<GROUPS>(vs_row, k_scales_strides5[3], 1) &&
+    fa_packed_rows<GROUPS>(vb_row, k_scales_strides5[3], 1);
 #else
 // Whole vector loads of a lane's runs where every row allows them (fa_load_chunk); the 32-bit
 // pass takes them only, so that it holds no element-wise loads.

@@ -33,6 +33,7 @@ def main():
                    help="override a schedule constant of fusedattend.gpu, e.g. SIMDGROUPS=8")
     p.add_argument("--D", type=int, default=128)
     p.add_argument("--H_kv", type=int, default=8, help="with H_q = 32: the GQA group size")
+    p.add_argument("--S", type=int, default=64, help="keys: past gpu.SINGLE_PASS_MAX_S the split kernel")
     p.add_argument("--dtype", default="bfloat16")
     p.add_argument("--mask", default=None)
     p.add_argument("--quantized", action="store_true", help="4-bit K/V, group size 64")
@@ -43,7 +44,7 @@ def main():
         name, value = item.split("=")
         setattr(gpu, name, int(value))
     q = mx.zeros((1, 32, 1, args.D), dtype=getattr(mx, args.dtype))
-    k = mx.zeros((1, args.H_kv, 64, args.D), dtype=q.dtype)
+    k = mx.zeros((1, args.H_kv, args.S, args.D), dtype=q.dtype)
     if args.quantized:
         kq = quantize_kv(k, bits=4, group_size=64)
         problem = quantized_problem(q, kq, kq, None, args.mask, None, 4, 64)

@@ -104,7 +104,7 @@ def main():
         metal = var.get("METAL")
         gpu.kernel_dir = (lambda: Path(metal)) if metal else kernel_dir
         tag = "".join(c if c.isalnum() else "_" for c in Path(metal or "").name)
-        gpu._kernel = (lambda name, *rest: kernel(f"{name}_{tag}", *rest)) if metal else kernel
+        gpu._kernel = (lambda name, *rest, **kw: kernel(f"{name}_{tag}", *rest, **kw)) if metal else kernel
 
     rows = []
     for (B, S), (q, k, v, caches, ref) in data.items():

@@ -124,6 +124,41 @@ def test_quantized_block_edges(backend, bits, group_size):
            _reference(fa.quantized_decode_attention, q, kq, vq, **kw), mx.bfloat16)
 
 
+def _scales_within(x, lead, width):
+    """x's values as a view into a wider buffer: `lead` columns before a row's groups, rows
+    `width` columns apart."""
+    groups = x.shape[-1]
+    wide = mx.zeros(x.shape[:-1] + (width,), dtype=x.dtype)
+    wide[..., lead:lead + groups] = x
+    return wide[..., lead:lead + groups]
+
+
+@pytest.mark.parametrize("layout", ["slice_of_a_cache", "rows_two_bytes_in", "odd_row_stride", "v_biases_two_bytes_in"])
+@pytest.mark.parametrize("path", ["default", "split"])
+def test_quantized_scale_layouts(backend, layout, path, use_path):
+    """Scales and biases that the matrix kernel loads two groups at a time (a 32-bit load on
+    CUDA) only where every array's rows are 4-byte aligned; otherwise element by element. A slice
+    of a longer cache keeps the packed loads."""
+    _skip_unless_gpu(backend)
+    use_path(path)
+    B, H_kv, S, D, bits, group_size = 2, 2, 700, 128, 4, 64
+    q, k, v = _qkv(B, 8, H_kv, 1, S + 36, D, mx.bfloat16, seed=5)
+    kq, vq = (fa.quantize_kv(x, bits=bits, group_size=group_size) for x in (k, v))
+    if layout == "slice_of_a_cache":
+        kq, vq = (type(x)(*(a[:, :, 36:] for a in x)) for x in (kq, vq))
+    else:
+        kq, vq = (type(x)(*(a[:, :, :S] for a in x)) for x in (kq, vq))
+        lead, width = (1, 4) if layout != "odd_row_stride" else (0, 3)
+        if layout == "v_biases_two_bytes_in":
+            vq = vq._replace(biases=_scales_within(vq.biases, lead, width))
+        else:
+            kq, vq = (x._replace(scales=_scales_within(x.scales, lead, width),
+                                 biases=_scales_within(x.biases, lead, width)) for x in (kq, vq))
+    kw = dict(bits=bits, group_size=group_size)
+    _close(fa.quantized_decode_attention(q, kq, vq, backend=backend, **kw),
+           _reference(fa.quantized_decode_attention, q, kq, vq, **kw), mx.bfloat16)
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_batch_and_layers_are_bit_identical_to_single_calls(backend, path, use_path):
     _skip_unless_gpu(backend)

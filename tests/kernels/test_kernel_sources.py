@@ -146,7 +146,7 @@ CASES = [
 ]
 
 
-def _problem(quantized, dtype, mask, D, bits, L, H_q, H_kv):
+def _problem(quantized, dtype, mask, D, bits, L, H_q, H_kv, group_size=32):
     S = 40
     q = mx.zeros((1, H_q, L, D), dtype=dtype)
     k = mx.zeros((1, H_kv, S, D), dtype=dtype)
@@ -155,8 +155,8 @@ def _problem(quantized, dtype, mask, D, bits, L, H_q, H_kv):
     elif mask == "additive":
         mask = mx.zeros((L, S), dtype=dtype)
     if quantized:
-        kq = fa.quantize_kv(k, bits=bits, group_size=32)
-        return quantized_problem(q, kq, kq, None, mask, mx.array([[0, S]]), bits, 32)
+        kq = fa.quantize_kv(k, bits=bits, group_size=group_size)
+        return quantized_problem(q, kq, kq, None, mask, mx.array([[0, S]]), bits, group_size)
     return plain_problem(q, k, k, None, mask, None)
 
 
@@ -180,13 +180,35 @@ def test_launch_bounds_cap_registers(monkeypatch, quantized, plain_mma, per_sm):
     monkeypatch.setattr(gpu, "on_metal", lambda: False)
     with gpu_constants(SINGLE_PASS_MAX_S=0, SPLIT_THREADGROUPS_PER_SM=per_sm, QUANTIZED_MMA_THREADGROUPS_PER_SM=per_sm,
                        PLAIN_MMA_THREADGROUPS_PER_SM=per_sm, PLAIN_MMA=plain_mma):
-        launch = gpu.decode_launch(_problem(quantized, mx.bfloat16, None, 128, 4, 1, 32, 8), quantized=quantized)
+        launch = gpu.decode_launch(_problem(quantized, mx.bfloat16, None, 128, 4, 1, 32, 8, group_size=64),
+                                   quantized=quantized)
     threads = launch["call"]["threadgroup"][0]
     assert launch["launch_bounds"] == (threads, per_sm) and launch["name"].endswith(f"_{per_sm}_per_sm")
     ok, log = nvcc_wrap.compile_cuda(nvcc_wrap.wrap_launch(launch), options=("-Xptxas", "-v"))
     assert ok, log
     registers = int(re.search(r"Used (\d+) registers", log).group(1))
     assert registers <= 65536 // (threads * per_sm)
+
+
+@pytest.mark.parametrize("bits, group_size, D, single_pass, bounded", [
+    (4, 64, 128, False, True), (4, 128, 128, False, True), (2, 64, 128, False, True), (4, 64, 64, False, True),
+    (8, 128, 128, False, False), (4, 32, 128, False, False), (2, 32, 128, False, False), (4, 64, 128, True, False)])
+def test_quantized_matrix_kernel_bounded_where_its_registers_allow(monkeypatch, bits, group_size, D, single_pass,
+                                                                    bounded):
+    """gpu.QUANTIZED_MMA_THREADGROUPS_PER_SM caps split blocks of at most 4 bits and 2 groups a row;
+    ptxas spills little there (nvcc 13.0: 24-48 bytes) and much at 8 bits or 4 groups."""
+    monkeypatch.setattr(gpu, "on_metal", lambda: False)
+    monkeypatch.setattr(gpu, "SINGLE_PASS_MAX_S", 4096 if single_pass else 0)
+    launch = gpu.decode_launch(_problem(True, mx.bfloat16, None, D, bits, 1, 32, 8, group_size=group_size),
+                               quantized=True)
+    assert launch["name"].startswith("fa_quantized_decode_mma")
+    threads = launch["call"]["threadgroup"][0]
+    assert launch["launch_bounds"] == ((threads, gpu.QUANTIZED_MMA_THREADGROUPS_PER_SM) if bounded else None)
+    if bounded and nvcc_wrap.nvcc_available():
+        ok, log = nvcc_wrap.compile_cuda(nvcc_wrap.wrap_launch(launch), options=("-Xptxas", "-v"))
+        assert ok, log
+        spilled = int(re.search(r"(\d+) bytes spill stores", log).group(1))
+        assert spilled <= 64, log
 
 
 @pytest.mark.skipif(not nvcc_wrap.nvcc_available(), reason="nvcc not installed here")
