@@ -54,8 +54,8 @@ METAL_FUNC To as_type(From x) {
   return out;
 }
 
-// fa_chunk as 32-bit words (two 16-bit elements each, low half first), filled by uint4 / uint2
-// vector loads when every row allows it (Metal's compiler vectorises decode_attention.h's loop).
+// fa_chunk as 32-bit words (two 16-bit elements each, low half first), filled by vector loads
+// (fa_chunk_word) when every row allows it (Metal's compiler vectorises decode_attention.h's loop).
 #define FA_HAVE_CHUNK
 template <typename T>
 using fa_bits = cuda::std::conditional_t<sizeof(T) == 2, ushort, uint>;
@@ -73,12 +73,9 @@ template <typename T, int E>  // (16-bit T only: element e of each, one byte per
 METAL_FUNC uint32_t fa_chunks_word(const fa_chunk<T, E>& lo, const fa_chunk<T, E>& hi, int e) {
   return __byte_perm(lo.w[e / 2], hi.w[e / 2], e % 2 ? 0x7632 : 0x5410);
 }
-// The widest vector load that a chunk's bytes are a whole number of (the scales of a few groups:
-// 4 bytes, or 2).
-template <typename T, int E>
-using fa_chunk_word = cuda::std::conditional_t<
-    (E * sizeof(T)) % 16 == 0, uint4,
-    cuda::std::conditional_t<(E * sizeof(T)) % 8 == 0, uint2, cuda::std::conditional_t<(E * sizeof(T)) % 4 == 0, uint, ushort>>>;
+template <typename T, int E, int BYTES = E * sizeof(T)>  // the widest load BYTES are a whole number of
+using fa_chunk_word = cuda::std::conditional_t<BYTES % 16 == 0, uint4, cuda::std::conditional_t<BYTES % 8 == 0, uint2,
+    cuda::std::conditional_t<BYTES % 4 == 0, uint, ushort>>>;  // (uint, ushort: a few groups' scales)
 template <int E, typename T>
 METAL_FUNC bool fa_packed_rows(const T* row, int64_t key_step, int64_t step) {
   constexpr int ALIGN = sizeof(fa_chunk_word<T, E>);
@@ -88,16 +85,16 @@ template <int E, typename T>
 METAL_FUNC void fa_load_chunk(const T* p, int64_t step, bool packed, fa_chunk<T, E>& out) {
   using Word = fa_chunk_word<T, E>;
   constexpr int PER_WORD = fa_chunk<T, E>::PER_WORD;
-  if (packed && sizeof(Word) >= 4) {
+  if (packed) {
     for (int i = 0; i < E * sizeof(T) / sizeof(Word); ++i) {
       const Word x = reinterpret_cast<const Word*>(p)[i];
-      memcpy(&out.w[i * sizeof(Word) / 4], &x, sizeof(Word));
+      memcpy(reinterpret_cast<char*>(out.w) + i * sizeof(Word), &x, sizeof(Word));
     }
   } else {
     for (int i = 0; i < (E + PER_WORD - 1) / PER_WORD; ++i) {
       out.w[i] = 0;
       for (int h = 0; h < PER_WORD && i * PER_WORD + h < E; ++h) {
-        out.w[i] |= uint32_t(as_type<fa_bits<T>>(p[(i * PER_WORD + h) * (packed ? 1 : step)])) << (32 / PER_WORD * h);
+        out.w[i] |= uint32_t(as_type<fa_bits<T>>(p[(i * PER_WORD + h) * step])) << (32 / PER_WORD * h);
       }
     }
   }
