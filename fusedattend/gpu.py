@@ -130,7 +130,7 @@ SCORES16 = True
 # would be capped at 168 too). Holding the scales as loaded (fa_chunk, one 32-bit load for two
 # groups) took ptxas from 232 registers to 178 at 4-bit, group size 64, D = 128, and the cap then
 # spills 24 bytes. H200, chained and cold, 4-bit µs, before the scales change / after it with
-# ptxas' choice / after it at 6 an SM (docs/h200/bounds-q4/sweep-ab2.log, 2026-11-30): B = 32,
+# ptxas' choice / after it at 6 an SM (docs/h200/scales/sweep-ab2.log, 2026-11-30): B = 32,
 # S = 32768: 740.2 / 783.2 / 688.1; B = 8, S = 32768: 242.1 / 249.3 / 232.0; B = 32, S = 8192:
 # 284.7 / 295.3 / 265.9; B = 1 within the noise (S = 2048: 67.4 / 68.3 / 67.5). Only where the
 # cap spills little (nvcc 13.0, sm_90): at most 4 bits and 2 groups a row (24-48 bytes); 8 bits

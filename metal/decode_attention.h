@@ -381,7 +381,8 @@ METAL_FUNC bool fa_same_strides(Strides a, Strides b) {
 // What a lane of decode_mma.metal loads of one 16-key tile of codes, for each half h of it: the
 // K codes of its A elements (key h * 8 + its row; K_RUNS runs of a group, fa_qmma_k_run) with that
 // key's K and V scales and biases; the V codes of its A elements (keys h * 8 + its columns); the
-// V scales of its B elements' keys.
+// V scales of its B elements' keys. Scales and biases stay as loaded (fa_chunk) until used: widened
+// to float on arrival, this tile's and the next one's held twice the registers.
 template <int GROUPS, int SCORE_RUN, int OUT_RUN, int BITS, typename ST, int K_RUNS>
 struct fa_qmma_tile {
   fa_code_chunk<SCORE_RUN, BITS> k_codes[2][K_RUNS][GROUPS];  // [half][run][group]
@@ -402,7 +403,8 @@ METAL_FUNC int fa_qmma_k_run(int lane, int j) {
 
 // Fills `t` with the tile of keys first .. first + 15; `*_row` point at the kv head's rows, and
 // keys past `last` are read as `last`. `narrow` (fa_narrow_rows of the codes and of K's scales,
-// the four scale and bias arrays with the same strides): one key offset serves those four.
+// the four scale and bias arrays with the same strides, each one's rows fa_packed_rows): one key
+// offset serves those four, and a key's groups load whole.
 template <int GROUPS, int SCORE_RUN, int OUT_RUN, int BITS, typename ST, int K_RUNS, typename CodePtr,
           typename ScalePtr, typename Strides>
 METAL_FUNC void fa_qmma_load_tile(

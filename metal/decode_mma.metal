@@ -236,6 +236,8 @@ const auto v_row = v + layer * v_strides5[0] + request * v_strides5[1] + kv_head
 const int last_readable = metal::max(hi, 1) - 1;
 constexpr int TILE_STRIDE = NSG * TILE_KEYS;
 #if FA_QUANTIZED
+// The 32-bit pass also loads a key's scales and biases whole (fa_load_chunk; on CUDA one load for
+// two groups), so it needs every scale array's rows aligned for that (fa_packed_rows).
 const bool narrow = OFFSETS32 && fa_narrow_rows(k_codes_strides5, S, k_codes_shape5[4]) &&
     fa_narrow_rows(v_codes_strides5, S, v_codes_shape5[4]) && fa_narrow_rows(k_scales_strides5, S, GROUPS) &&
     fa_same_strides(k_scales_strides5, k_biases_strides5) && fa_same_strides(k_scales_strides5, v_scales_strides5) &&
