@@ -159,6 +159,19 @@ def test_quantized_scale_layouts(backend, layout, path, use_path):
            _reference(fa.quantized_decode_attention, q, kq, vq, **kw), mx.bfloat16)
 
 
+@pytest.mark.parametrize("D, group_size", [(128, 128), (64, 64), (96, 32), (128, 32)])
+@pytest.mark.parametrize("path", ["default", "split"])
+def test_quantized_group_counts(backend, D, group_size, path, use_path):
+    """1, 1, 3 and 4 groups a row: a key's scales load whole as 2, 2, 6 and 8 bytes on CUDA."""
+    _skip_unless_gpu(backend)
+    use_path(path)
+    q, k, v = _qkv(2, 8, 2, 1, 1000, D, mx.bfloat16, seed=D + group_size)
+    kq, vq = (fa.quantize_kv(x, bits=4, group_size=group_size) for x in (k, v))
+    kw = dict(bits=4, group_size=group_size)
+    _close(fa.quantized_decode_attention(q, kq, vq, backend=backend, **kw),
+           _reference(fa.quantized_decode_attention, q, kq, vq, **kw), mx.bfloat16)
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_batch_and_layers_are_bit_identical_to_single_calls(backend, path, use_path):
     _skip_unless_gpu(backend)
