@@ -133,8 +133,8 @@ SCORES16 = True
 # ptxas' choice / after it at 6 an SM (docs/h200/scales/sweep-ab2.log, 2026-11-30): B = 32,
 # S = 32768: 740.2 / 783.2 / 688.1; B = 8, S = 32768: 242.1 / 249.3 / 232.0; B = 32, S = 8192:
 # 284.7 / 295.3 / 265.9; B = 1 within the noise (S = 2048: 67.4 / 68.3 / 67.5). Only where the
-# cap spills little (nvcc 13.0, sm_90): at most 4 bits and 2 groups a row (24-48 bytes); 8 bits
-# or 4 groups spill 204-584 bytes and keep ptxas' choice, as do one-block launches (4 simdgroups).
+# cap spills little (nvcc 13.0, sm_90): at most 4 bits and 2 groups a row (0-40 bytes); 8 bits
+# or 4 groups spill 184-584 bytes and keep ptxas' choice, as do one-block launches (4 simdgroups).
 # Before 16-bit scores and packed scales the cap at 3 of 4 simdgroups spilled 186 bytes and lost
 # (879.4 against 808.5 µs, docs/h200/scores16/sweep-variants.log).
 SPLIT_THREADGROUPS_PER_SM = 4
