@@ -119,6 +119,11 @@ def test_quantized_block_edges(backend, bits, group_size):
     _skip_unless_gpu(backend)
     q, k, v = _qkv(2, 8, 2, 1, 4097, 128, mx.bfloat16, seed=bits)
     kq, vq = fa.quantize_kv(k, bits=bits, group_size=group_size), fa.quantize_kv(v, bits=bits, group_size=group_size)
+    _close_quantized(backend, q, kq, vq, bits, group_size)
+
+
+def _close_quantized(backend, q, kq, vq, bits, group_size):
+    """The quantized call on `backend` against the reference on the CPU, at bf16's tolerance."""
     kw = dict(bits=bits, group_size=group_size)
     _close(fa.quantized_decode_attention(q, kq, vq, backend=backend, **kw),
            _reference(fa.quantized_decode_attention, q, kq, vq, **kw), mx.bfloat16)
@@ -154,9 +159,7 @@ def test_quantized_scale_layouts(backend, layout, path, use_path):
         else:
             kq, vq = (x._replace(scales=_scales_within(x.scales, lead, width),
                                  biases=_scales_within(x.biases, lead, width)) for x in (kq, vq))
-    kw = dict(bits=bits, group_size=group_size)
-    _close(fa.quantized_decode_attention(q, kq, vq, backend=backend, **kw),
-           _reference(fa.quantized_decode_attention, q, kq, vq, **kw), mx.bfloat16)
+    _close_quantized(backend, q, kq, vq, bits, group_size)
 
 
 @pytest.mark.parametrize("D, group_size", [(128, 128), (64, 64), (96, 32), (128, 32)])
@@ -167,9 +170,7 @@ def test_quantized_group_counts(backend, D, group_size, path, use_path):
     use_path(path)
     q, k, v = _qkv(2, 8, 2, 1, 1000, D, mx.bfloat16, seed=D + group_size)
     kq, vq = (fa.quantize_kv(x, bits=4, group_size=group_size) for x in (k, v))
-    kw = dict(bits=4, group_size=group_size)
-    _close(fa.quantized_decode_attention(q, kq, vq, backend=backend, **kw),
-           _reference(fa.quantized_decode_attention, q, kq, vq, **kw), mx.bfloat16)
+    _close_quantized(backend, q, kq, vq, 4, group_size)
 
 
 @pytest.mark.parametrize("path", PATHS)
