@@ -140,7 +140,10 @@ SCORES16 = True
 SPLIT_THREADGROUPS_PER_SM = 4
 QUANTIZED_MMA_THREADGROUPS_PER_SM = 6
 QUANTIZED_MMA_BOUNDED_MAX_BITS, QUANTIZED_MMA_BOUNDED_MAX_GROUPS = 4, 2
-PLAIN_MMA_THREADGROUPS_PER_SM = 0  # not yet swept on the H200
+# The plain matrix kernel keeps ptxas' choice (229 registers, 8 warps an SM): 3 an SM (12 warps,
+# 168 registers) spills 264 bytes and lost 20-26% at B = 8 and 32, S = 32768 (chained and cold,
+# docs/h200/plain-mma/sweep-ab.log; again docs/h200/verified/sweep-plain-bounds.log, 2026-11-30).
+PLAIN_MMA_THREADGROUPS_PER_SM = 0
 
 KERNEL_FILES = ("decode_attention.metal", "merge_partials.metal", "decode_mma.metal")
 HEADER_FILES = ("decode_attention.h",)
