@@ -57,6 +57,7 @@ constexpr int K_RUNS = SCORES16 ? 1 : 2;        // runs of K codes a lane reads 
 constexpr int TILES16 = D / 16;                 // 16-dim tiles of Q and K (SCORES16)
 constexpr int TILES16_PER_GROUP = GS / 16;
 constexpr int PAIRS_PER_WORD = 16 / BITS;       // fa_code_pair's pairs of codes in a code word
+constexpr bool HIDES_PER_ROW = MASK != 0;      // a key may be hidden from some rows of a tile
 
 const int L = dims[0];
 const int G = dims[1];
@@ -389,7 +390,10 @@ for (int pass = 0; pass < 2; ++pass) {
     }
     // The weights P^T (keys x rows), then as B operands scaled for each V group. Hidden keys never
     // touch the output: codes are finite, so zeroing their scale and bias is enough, NaN included;
-    // plain V elements of keys that no row sees are zeroed.
+    // plain V elements of keys that no row sees are zeroed. Only a mask hides a key from some
+    // rows: without one every key a tile weighs is one the rows see (tiles start at lo; keys past
+    // hi are read as the last one before it), so the quantized products go unguarded
+    // (HIDES_PER_ROW 0; 33 of the loop's 689 instructions a tile at 4-bit, D = 128).
 #if FA_QUANTIZED
     fa_frag weights[GROUPS][2];
 #else
@@ -410,7 +414,7 @@ for (int pass = 0; pass < 2; ++pass) {
 #if FA_QUANTIZED
         #pragma unroll
         for (int g = 0; g < GROUPS; ++g) {
-          bias_sum[g][j] += p_h.e[j] != 0.0f ? p_h.e[j] * v_unit_bias[h][g] : 0.0f;
+          bias_sum[g][j] += HIDES_PER_ROW && p_h.e[j] == 0.0f ? 0.0f : p_h.e[j] * v_unit_bias[h][g];
         }
 #else
         seen |= p_h.e[j] != 0.0f ? 1u << (h * HALF_KEYS + fa_frag_row(lane)) : 0u;
@@ -423,7 +427,7 @@ for (int pass = 0; pass < 2; ++pass) {
       for (int g = 0; g < GROUPS; ++g) {
         #pragma unroll
         for (int j = 0; j < 2; ++j) {
-          weights[g][h].e[j] = p_b.e[j] != 0.0f ? p_b.e[j] * v_unit_scale[h][j][g] : 0.0f;
+          weights[g][h].e[j] = HIDES_PER_ROW && p_b.e[j] == 0.0f ? 0.0f : p_b.e[j] * v_unit_scale[h][j][g];
         }
       }
 #endif
