@@ -51,17 +51,11 @@ def main():
     else:
         problem = plain_problem(q, k, k, None, args.mask, None)
     launch = gpu.decode_launch(problem, quantized=args.quantized)
-    text = nvcc_wrap.wrap_launch(launch)
-    with tempfile.TemporaryDirectory() as tmp:
-        cu, cubin = Path(tmp) / "k.cu", Path(tmp) / "k.cubin"
-        cu.write_text(text)
-        build = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-cubin", "-Xptxas", "-v", "-o", str(cubin), str(cu)],
-                               capture_output=True, text=True, check=True)
-        sass = subprocess.run(["cuobjdump", "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
+    ptxas_log, sass = cuda_sass(launch)
     if args.sass:
         Path(args.sass).write_text(sass)
     print(launch["constants"])
-    print("\n".join(l for l in build.stderr.splitlines() if "registers" in l or "spill" in l))
+    print("\n".join(l for l in ptxas_log.splitlines() if "registers" in l or "spill" in l))
     code = instructions(sass)
     ops = collections.Counter(op for _, op, _ in code)
     print(f"{len(code)} SASS instructions:", ", ".join(f"{k} {v}" for k, v in ops.most_common(20)))
@@ -69,6 +63,19 @@ def main():
         body = collections.Counter(op for at, op, _ in code if start <= at <= end)
         print(f"loop {start:#x}-{end:#x}: {sum(body.values())} instructions:",
               ", ".join(f"{k} {v}" for k, v in body.most_common(12)))
+
+
+def cuda_sass(launch):
+    """(ptxas' -v log, cuobjdump's SASS listing) of a gpu.decode_launch() as MLX would compile it
+    for the H200 (sm_90), from the sources gpu.kernel_dir() holds now."""
+    text = nvcc_wrap.wrap_launch(launch)
+    with tempfile.TemporaryDirectory() as tmp:
+        cu, cubin = Path(tmp) / "k.cu", Path(tmp) / "k.cubin"
+        cu.write_text(text)
+        build = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-cubin", "-Xptxas", "-v", "-o", str(cubin), str(cu)],
+                               capture_output=True, text=True, check=True)
+        sass = subprocess.run(["cuobjdump", "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
+    return build.stderr, sass
 
 
 def instructions(sass):
