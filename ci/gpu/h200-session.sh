@@ -77,7 +77,7 @@ case "${1:-}" in
       [[ $sets == *" grid "* ]] && FUSEDATTEND_PEERS_ON_CPU=1 sanitized "$tool" "${SANITIZER_S:-200}" "${grid[@]}"
       [[ $sets == *" grid_b "* ]] && FUSEDATTEND_PEERS_ON_CPU=1 sanitized "$tool-grid-b" "${SANITIZER_B_S:-150}" "${grid_b[@]}"
       [[ $sets == *" layouts "* ]] && HYPOTHESIS_PROFILE=pinned sanitized "$tool-layouts" "${SANITIZER_PINNED_S:-150}" "${pinned_layouts[@]}"
-      # split_mma under memcheck took 104-123 s alone and ran past 120 s beside the suites (08:07).
+      # memcheck over split_mma: 123 s alone (08:19), past 120 s beside the suites (08:07).
       [[ $sets == *" split_mma "* ]] && FUSEDATTEND_PEERS_ON_CPU=1 sanitized "$tool-split-mma" "${SANITIZER_MMA_S:-200}" "${split_mma[@]}"
     done ;;
   profile)
