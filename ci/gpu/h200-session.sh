@@ -54,6 +54,8 @@ bench_table() {
     --backends cuda --inner 20 --repeats 5 --budget 1.5 "$@" --json "$OUT/$name.json" --plot "$OUT/$name.png" \
     > "$OUT/$name.log" 2>&1
   tail -40 "$OUT/$name.log"
+  # issue 5's table and targets from the same run (docs/gpu.md, "Targets against what was measured")
+  [[ -s "$OUT/$name.json" ]] && python3 ci/bench_targets.py "$OUT/$name.json" | tee "$OUT/$name-targets.md" | tail -8
 }
 case "${1:-}" in
   verify)
