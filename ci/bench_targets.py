@@ -25,6 +25,12 @@ def shape_rows(run, backend="cuda"):
     """One dict a B and S: µs of ours (bf16, q4) and of the peers (torch None when not timed)."""
     t = {(r["format"], r["impl"], r["B"], r["S"]): r["us"] for r in run["results"]}
     shapes = sorted({(B, S) for (fmt, impl, B, S) in t if fmt == "bfloat16" and impl == backend})
+    needed = [(fmt, impl, B, S) for B, S in shapes
+              for fmt, impl in (("bfloat16", "mx.fast.sdpa"), ("q4", backend), ("q4", "mlx_lm.qsdpa"))]
+    missing = [key for key in needed if key not in t]
+    if not shapes or missing:
+        raise ValueError(f"run: needs bf16 and q4 rows of {backend} and its peers at every shape; "
+                         f"missing {missing[:4] or 'every ' + backend + ' row'}")
     return [dict(B=B, S=S, bf16=t[("bfloat16", backend, B, S)], mlx=t[("bfloat16", "mx.fast.sdpa", B, S)],
                  torch=t.get(("bfloat16", "torch.sdpa", B, S)), q4=t[("q4", backend, B, S)],
                  mlx_lm=t[("q4", "mlx_lm.qsdpa", B, S)]) for B, S in shapes]
@@ -43,6 +49,8 @@ def targets(run, backend="cuda"):
     vs_torch = [r["torch"] / r["bf16"] for r in rows if r["torch"]]
     q4_vs_lm = [r["mlx_lm"] / r["q4"] for r in rows]
     q4_vs_mlx = [r["mlx"] / r["q4"] for r in rows if r["S"] >= LONG_S]
+    if ("bfloat16", *BIG) not in gbps:
+        raise ValueError(f"run: the bandwidth targets need B = {BIG[0]}, S = {BIG[1]}")
     bf16_big, q4_big = gbps[("bfloat16", *BIG)], gbps[("q4", *BIG)]
     near_torch = sum(1 for x in vs_torch if x >= 1 / 1.1)  # ours at most 10% slower
     return [

@@ -64,6 +64,17 @@ def test_a_run_without_torch_says_so():
     assert "| 1 | 512 | 100.0 | 130.0 | - | 1.30x | - |" in bench_targets.report(run)
 
 
+def test_a_run_short_of_rows_is_named():
+    run = made_up_run()
+    run["results"] = [r for r in run["results"] if r["impl"] != "mlx_lm.qsdpa" or r["S"] != 512]
+    with pytest.raises(ValueError, match="mlx_lm.qsdpa"):
+        bench_targets.targets(run)
+    run = made_up_run()
+    run["results"] = [r for r in run["results"] if (r["B"], r["S"]) != bench_targets.BIG]
+    with pytest.raises(ValueError, match="S = 32768"):
+        bench_targets.targets(run)
+
+
 def test_geometric_means_in_the_table():
     run = made_up_run()
     run["results"][0]["us"] = 400.0  # ours at B = 1, S = 512: 0.325x MLX; the others 1.3x
