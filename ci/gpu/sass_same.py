@@ -65,8 +65,9 @@ def listing(problem, quantized, folder):
     gpu.kernel_dir = lambda: Path(folder)
     launch = gpu.decode_launch(problem, quantized=quantized)
     _, sass = cuda_sass(launch)
-    return launch["name"], [re.sub(r"/\*[0-9a-f]+\*/", "", line).strip() for line in sass.splitlines()
-            if re.search(r"/\*[0-9a-f]{4,5}\*/", line)]
+    lines = [re.sub(r"/\*[0-9a-f]+\*/", "", line).strip() for line in sass.splitlines()
+             if re.search(r"/\*[0-9a-f]{4,5}\*/", line)]
+    return launch["name"], lines
 
 
 def main():
