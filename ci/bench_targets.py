@@ -36,6 +36,14 @@ def shape_rows(run, backend="cuda"):
                  mlx_lm=t[("q4", "mlx_lm.qsdpa", B, S)]) for B, S in shapes]
 
 
+def ratio_columns(rows):
+    """The ratios over every shape (vs_torch over the shapes that timed torch; q4_vs_mlx at S >=
+    LONG_S only)."""
+    return dict(vs_mlx=[r["mlx"] / r["bf16"] for r in rows], vs_torch=[r["torch"] / r["bf16"] for r in rows if r["torch"]],
+                q4_vs_lm=[r["mlx_lm"] / r["q4"] for r in rows],
+                q4_vs_mlx=[r["mlx"] / r["q4"] for r in rows if r["S"] >= LONG_S])
+
+
 def span(xs):
     return f"{min(xs):.2f}–{max(xs):.2f}x"
 
@@ -45,10 +53,7 @@ def targets(run, backend="cuda"):
     rows = shape_rows(run, backend)
     gbps = {(r["format"], r["B"], r["S"]): r["gbps"] for r in run["results"] if r["impl"] == backend}
     bandwidth = run["meta"]["memory_read_gbps"]
-    vs_mlx = [r["mlx"] / r["bf16"] for r in rows]
-    vs_torch = [r["torch"] / r["bf16"] for r in rows if r["torch"]]
-    q4_vs_lm = [r["mlx_lm"] / r["q4"] for r in rows]
-    q4_vs_mlx = [r["mlx"] / r["q4"] for r in rows if r["S"] >= LONG_S]
+    vs_mlx, vs_torch, q4_vs_lm, q4_vs_mlx = ratio_columns(rows).values()
     if ("bfloat16", *BIG) not in gbps:
         raise ValueError(f"run: the bandwidth targets need B = {BIG[0]}, S = {BIG[1]}")
     bf16_big, q4_big = gbps[("bfloat16", *BIG)], gbps[("q4", *BIG)]
@@ -78,10 +83,10 @@ def report(run, backend="cuda") -> str:
         lines.append(f"| {r['B']} | {r['S']} | {r['bf16']:.1f} | {r['mlx']:.1f} | {torch_us} "
                      f"| {r['mlx'] / r['bf16']:.2f}x | {vs_torch} | {r['q4']:.1f} | {r['mlx_lm']:.1f} "
                      f"| {r['mlx_lm'] / r['q4']:.2f}x | {r['mlx'] / r['q4']:.2f}x |")
-    vs_torch = [r["torch"] / r["bf16"] for r in rows if r["torch"]]
-    lines.append(f"| geometric mean | | | | | {geomean([r['mlx'] / r['bf16'] for r in rows]):.2f}x "
-                 f"| {f'{geomean(vs_torch):.2f}x' if vs_torch else '-'} | | | "
-                 f"{geomean([r['mlx_lm'] / r['q4'] for r in rows]):.2f}x | |")
+    ratios = ratio_columns(rows)
+    vs_torch = f"{geomean(ratios['vs_torch']):.2f}x" if ratios["vs_torch"] else "-"
+    lines.append(f"| geometric mean | | | | | {geomean(ratios['vs_mlx']):.2f}x | {vs_torch} | | | "
+                 f"{geomean(ratios['q4_vs_lm']):.2f}x | |")
     meta = run["meta"]
     lines += ["", f"{meta.get('date')}, {meta.get('chip')}, mlx {meta.get('mlx')}, read bandwidth "
               f"{meta['memory_read_gbps']:.0f} GB/s, cold_mb {meta.get('cold_mb')}, chain {meta.get('chain')}", "",

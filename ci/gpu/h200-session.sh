@@ -55,7 +55,9 @@ bench_table() {
     > "$OUT/$name.log" 2>&1
   tail -40 "$OUT/$name.log"
   # issue 5's table and targets from the same run (docs/gpu.md, "Targets against what was measured")
-  [[ -s "$OUT/$name.json" ]] && python3 ci/bench_targets.py "$OUT/$name.json" | tee "$OUT/$name-targets.md" | tail -8
+  if [[ -s "$OUT/$name.json" ]]; then
+    python3 ci/bench_targets.py "$OUT/$name.json" | tee "$OUT/$name-targets.md" | tail -8
+  fi
 }
 case "${1:-}" in
   verify)
