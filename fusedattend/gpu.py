@@ -13,6 +13,7 @@ import functools
 import hashlib
 import math
 import os
+import re
 from importlib import resources
 from pathlib import Path
 from typing import NamedTuple, Optional
@@ -208,23 +209,61 @@ def constant_lines(constants, type_names) -> str:
     return "".join(lines)
 
 
-def kernel_sources(body_file: str, defines=(), launch_bounds=None, constants=(), compact=True):
+def kernel_sources(body_file: str, defines=(), launch_bounds=None, constants=(), compact=True, by_path=False):
     """(source, header) exactly as handed to mx.fast.{metal,cuda}_kernel on this platform.
 
     launch_bounds: (threads, threadgroups an SM) for CUDA's __launch_bounds__, or None.
     constants: the body's compile-time constants (constant_lines).
-    compact=False: the files' text as it is (for ci/gpu/overhead.py's comparison)."""
-    body = "".join(f"#define {k} {v}\n" for k, v in defines) + read_kernel_file(body_file)
-    header = "".join(read_kernel_file(h) for h in HEADER_FILES)
+    compact=False: the files' text as it is (for ci/gpu/overhead.py's comparison).
+    by_path=True (CUDA): each file as an #include of its path (include_line), None where a path
+    cannot be written so."""
+    text_of = read_kernel_file
+    if by_path:
+        if on_metal() or any(include_line(name) is None for name in (body_file, CUDA_COMPAT, *HEADER_FILES)):
+            return None
+        text_of = include_line
+    body = "".join(f"#define {k} {v}\n" for k, v in defines) + text_of(body_file)
+    header = "".join(text_of(h) for h in HEADER_FILES)
     if on_metal():
         body = constant_lines(constants, METAL_TYPE_NAMES) + body
     else:
         bounds = "#define FA_LAUNCH_BOUNDS {}, {}\n".format(*launch_bounds) if launch_bounds else ""
         body = constant_lines(constants, CUDA_TYPE_NAMES) + CUDA_THREAD_ATTRIBUTES + body
-        header = bounds + read_kernel_file(CUDA_COMPAT) + header
+        header = bounds + text_of(CUDA_COMPAT) + header
+    if by_path:  # the body's own names of inputs' shapes and strides, which MLX looks for
+        body += "/* " + " ".join(array_attribute_names(compact_source(read_kernel_file(body_file)))) + " */\n"
     if not compact:
         return "\n" + body, header
     return "\n" + compact_source(body), compact_source(header)
+
+
+# MLX's CUDA backend copies a kernel's whole source string into every call (custom_kernel.cpp's
+# build_kernel): about 1 µs of host time a call for the decode kernel's 28 KB (docs/gpu.md, "Where
+# a small call's time goes"). NVRTC reads an #include from disk, so on CUDA each file goes by its
+# path where it is a plain file there (an installed package is), and the text MLX copies is a few
+# hundred bytes. The compiled text is the same. False hands the text itself (for comparisons).
+CUDA_SOURCES_BY_PATH = os.environ.get("FUSEDATTEND_CUDA_SOURCES_BY_PATH", "1").strip() != "0"
+# MLX passes an input's shape, strides or ndim only where the body's text names them (its
+# `source.find(name + "_shape")`): a body by path lists those names in a comment.
+ARRAY_ATTRIBUTE = re.compile(r"\w*_(?:shape|strides|ndim)\w*")
+
+
+def array_attribute_names(text: str) -> list:
+    """The words of text holding _shape, _strides or _ndim, once each, in order: every place
+    where MLX's search for name + "_shape" (and the others) can match."""
+    return list(dict.fromkeys(ARRAY_ATTRIBUTE.findall(text)))
+
+
+def include_line(name: str) -> Optional[str]:
+    """`#include "<path of name>"`, or None where metal/ is not plain files on disk or the path
+    holds a character the line cannot carry."""
+    path = kernel_dir() / name
+    if not isinstance(path, Path) or not path.is_file():
+        return None
+    text = str(path.resolve())
+    if not os.path.isabs(text) or any(c in text for c in '"\\\n') or "//" in text:
+        return None
+    return f'#include "{text}"\n'
 
 
 @functools.lru_cache(maxsize=None)
@@ -234,8 +273,11 @@ def _kernel(name, input_names, output_names, body_file, defines=(), launch_bound
     # MLX's CUDA backend keeps compiled kernels on disk by name alone (MLX_PTX_CACHE_DIR, by
     # default under the temp directory, per MLX version): a name that stayed the same when the
     # source changed would hand the next process an earlier version's build. So the name carries
-    # a digest of the text compiled.
+    # a digest of the text compiled (the files' text, also where they go by path).
     digest = hashlib.sha256((header + source).encode()).hexdigest()[:12]
+    by_path = kernel_sources(body_file, defines, launch_bounds, constants, by_path=True) if CUDA_SOURCES_BY_PATH else None
+    if by_path is not None:
+        source, header = by_path
     return make(
         name=f"{name}_{digest}",
         input_names=list(input_names),

@@ -7,11 +7,13 @@ and with the second reading the first's output (what a dependency between launch
 the split path (gpu.SINGLE_PASS_MAX_S = 0, whatever S): the decode kernel alone, the merge kernel
 alone on partials evaluated beforehand, decode + merge without argument checks; the public call
 as the default schedule makes it; mx.fast.scaled_dot_product_attention for comparison. Then host
-time alone (calls made and dropped, never evaluated; best of 7 rounds of 1000 calls, rows interleaved): the decode kernel's call
-with its sources as gpu.kernel_sources hands them to MLX (gpu.compact_source) and as the files
-read, the same with its compile-time constants passed as template arguments on each call instead
-of written into the body (gpu.constant_lines), an empty kernel's call with and without those
-template arguments, the public call, and mx.fast.sdpa. Writes $OUT/overhead_B_S.json.
+time alone (calls made and dropped, never evaluated; best of 7 rounds of 1000 calls, rows
+interleaved): the decode and merge kernels' calls as gpu._kernel makes them (on CUDA the files by
+path: gpu.CUDA_SOURCES_BY_PATH) and with their text compacted (gpu.compact_source), the decode's
+with its files' text as read, the same with its compile-time constants passed as template
+arguments on each call instead of written into the body (gpu.constant_lines), an empty kernel's
+call with and without those template arguments, a public call's launches (gpu.launcher) made both
+ways, the public call, and mx.fast.sdpa. Writes $OUT/overhead_B_S.json.
 """
 import json
 import os
@@ -67,12 +69,32 @@ def main():
     }
     result = {name: round(queued_us(fn), 1) for name, fn in rows.items()}
 
-    body, header = gpu.kernel_sources(launch["body_file"], launch["defines"], launch["launch_bounds"],
-                                      launch["constants"], compact=False)
-    full = mx.fast.cuda_kernel(name=launch["name"] + "_uncompacted", input_names=list(launch["input_names"]),
-                               output_names=list(launch["output_names"]), source=body, header=header,
-                               ensure_row_contiguous=False)
-    mx.eval(full(**launch["call"]))
+    def as_text(suffix, body_file, defines=(), bounds=None, constants=(), compact=True):
+        """The kernel of gpu._kernel's arguments made from its files' text, not their paths."""
+        body, header = gpu.kernel_sources(body_file, defines, bounds, constants, compact=compact)
+        input_names = launch["input_names"] if body_file == launch["body_file"] else ("out_partial", "stats_partial")
+        output_names = launch["output_names"] if body_file == launch["body_file"] else ("out",)
+        return mx.fast.cuda_kernel(name=launch["name"] + suffix, input_names=list(input_names),
+                                   output_names=list(output_names), source=body, header=header,
+                                   ensure_row_contiguous=False)
+
+    decode_args = (launch["body_file"], launch["defines"], launch["launch_bounds"], launch["constants"])
+    full = as_text("_uncompacted", *decode_args, compact=False)
+    compacted = as_text("_compacted", *decode_args)
+    merge_text = as_text("_merge_compacted", "merge_partials.metal", constants=launch["merge_constants"])
+    for kernel in (full, compacted):
+        mx.eval(kernel(**launch["call"]))
+    mx.eval(merge_text(inputs=list(partials), **launch["merge_args"]))
+    by_path_launch = gpu.launcher(problem, quantized=False)  # the default schedule's launches, made as now
+    saved = gpu.CUDA_SOURCES_BY_PATH
+    gpu.CUDA_SOURCES_BY_PATH = False
+    gpu._kernel.cache_clear()
+    try:
+        text_launch = gpu.launcher(problem, quantized=False)
+    finally:
+        gpu.CUDA_SOURCES_BY_PATH = saved
+        gpu._kernel.cache_clear()
+    mx.eval(by_path_launch(q, k, v), text_launch(q, k, v))
     template = list(launch["constants"])
     plain_body, compact_header = gpu.kernel_sources(launch["body_file"], launch["defines"], launch["launch_bounds"])
     templated = mx.fast.cuda_kernel(name=launch["name"] + "_templated", input_names=list(launch["input_names"]),
@@ -82,15 +104,21 @@ def main():
     mx.eval(empty_kernel(inputs=[q], grid=(32, 1, 1), threadgroup=(32, 1, 1), output_shapes=[(1,)],
                          output_dtypes=[mx.float32], template=template))
     host_rows = {
-        "host: decode kernel call, compacted sources": lambda: decode(**launch["call"]),
+        "host: decode kernel call (gpu._kernel)": lambda: decode(**launch["call"]),
+        "host: decode kernel call, compacted sources": lambda: compacted(**launch["call"]),
         "host: decode kernel call, sources as read": lambda: full(**launch["call"]),
         "host: decode kernel call, constants as template arguments": lambda: templated(template=template,
                                                                                         **launch["call"]),
+        "host: merge kernel call (gpu._kernel)": lambda: merge(inputs=list(partials), **launch["merge_args"]),
+        "host: merge kernel call, compacted sources": lambda: merge_text(inputs=list(partials),
+                                                                         **launch["merge_args"]),
         "host: empty kernel call": lambda: empty_kernel(inputs=[q], grid=(32, 1, 1), threadgroup=(32, 1, 1),
                                                          output_shapes=[(1,)], output_dtypes=[mx.float32]),
         "host: empty kernel call, the decode's template arguments": lambda: empty_kernel(
             inputs=[q], grid=(32, 1, 1), threadgroup=(32, 1, 1), output_shapes=[(1,)], output_dtypes=[mx.float32],
             template=template),
+        "host: gpu.launcher's launches (gpu._kernel)": lambda: by_path_launch(q, k, v),
+        "host: gpu.launcher's launches, compacted sources": lambda: text_launch(q, k, v),
         "host: fa.decode_attention": lambda: fa.decode_attention(q, k, v, backend="cuda"),
         "host: mx.fast.sdpa": lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=128 ** -0.5),
     }

@@ -4,6 +4,7 @@ The CUDA path must not carry a kernel of its own: gpu.py hands mx.fast.cuda_kern
 metal/*.metal bodies that mx.fast.metal_kernel gets, behind metal/cuda_compat.h.
 """
 
+import functools
 import re
 from pathlib import Path
 
@@ -256,3 +257,102 @@ def test_score_operand_choice():
     assert ("SCORE_MANTISSA", 10) in launch["constants"]
     with gpu_constants(SCORES16=False):
         assert gpu.score_mantissa(mx.bfloat16, 4, 64) == 0
+
+
+INCLUDE = re.compile(r'^#include "(/[^"]+)"$', re.M)
+
+
+def _by_path_cases():
+    """(body_file, defines, launch bounds, constants) of every case's launches, the merge's too."""
+    cases = []
+    for case in CASES:
+        for single_pass in (False, True):
+            with gpu_constants(SINGLE_PASS_MAX_S=4096 if single_pass else 0):
+                launch = gpu.decode_launch(_problem(*case), quantized=case[0])
+            cases.append((launch["body_file"], launch["defines"], launch["launch_bounds"], launch["constants"]))
+            if launch["merge_constants"]:
+                cases.append(("merge_partials.metal", (), None, launch["merge_constants"]))
+    return cases
+
+
+def test_cuda_sources_by_path_compile_the_same_text(monkeypatch):
+    """On CUDA each metal/ file reaches MLX as an #include of its path (MLX copies the text it is
+    handed into every call). With every #include replaced by its file, the text is the one handed
+    over before; and MLX's search of the body for `name_shape`, `name_strides` and `name_ndim`
+    finds the same names in both forms (the by-path body lists them in a comment)."""
+    monkeypatch.setattr(gpu, "on_metal", lambda: False)
+    names = ("q", "k", "v", "k_codes", "k_scales", "k_biases", "v_codes", "v_scales", "v_biases", "mask",
+             "key_ranges", "dims", "scalars", "out_partial", "stats_partial")
+    for body_file, defines, bounds, constants in _by_path_cases():
+        source, header = gpu.kernel_sources(body_file, defines, bounds, constants)
+        by_source, by_header = gpu.kernel_sources(body_file, defines, bounds, constants, by_path=True)
+        assert len(by_source) + len(by_header) < 1500 < len(source)
+        included = INCLUDE.findall(by_header + by_source)
+        assert [Path(p).name for p in included] == [gpu.CUDA_COMPAT, *gpu.HEADER_FILES, body_file]
+        assert all(Path(p) == ROOT / "metal" / Path(p).name for p in included)
+
+        def expand(text):
+            return gpu.compact_source(INCLUDE.sub(lambda m: Path(m.group(1)).read_text(), text))
+
+        assert expand(by_header) == header
+        listed = by_source[by_source.rindex("/*"):]
+        assert expand(by_source[:-len(listed)]) == gpu.compact_source(source)  # less the leading newline
+        for name in names:
+            for suffix in ("_shape", "_strides", "_ndim"):
+                assert (name + suffix in source) == (name + suffix in by_source), (body_file, name + suffix)
+
+
+def test_cuda_kernels_made_from_paths(monkeypatch, tmp_path):
+    """gpu._kernel hands mx.fast.cuda_kernel the by-path form, named by the digest of the files'
+    text; the text itself where gpu.CUDA_SOURCES_BY_PATH is off or a path cannot be written in an
+    #include; and Metal always gets the text."""
+    made = []
+    monkeypatch.setattr(gpu, "on_metal", lambda: False)
+    monkeypatch.setattr(mx.fast, "cuda_kernel", lambda **kwargs: made.append(kwargs))
+    args = ("fa_merge_partials", ("out_partial", "stats_partial"), ("out",), "merge_partials.metal")
+    by_path, as_text = gpu.kernel_sources(*args[3:], by_path=True), gpu.kernel_sources(*args[3:])
+
+    def make():
+        gpu._kernel.cache_clear()
+        gpu._kernel(*args)
+        gpu._kernel.cache_clear()
+        return made.pop()
+
+    try:
+        kernel = make()
+        assert (kernel["source"], kernel["header"]) == by_path
+        with gpu_constants(CUDA_SOURCES_BY_PATH=False):
+            plain = make()
+        assert (plain["source"], plain["header"]) == as_text and plain["name"] == kernel["name"]
+        odd = tmp_path / 'me"tal'
+        odd.mkdir()
+        for name in gpu.KERNEL_FILES + gpu.HEADER_FILES + (gpu.CUDA_COMPAT,):
+            (odd / name).write_text(gpu.read_kernel_file(name))
+        monkeypatch.setattr(gpu, "kernel_dir", lambda: odd)
+        assert gpu.include_line("merge_partials.metal") is None
+        assert (make()["source"], gpu.kernel_sources(*args[3:], by_path=True)) == (as_text[0], None)
+        monkeypatch.setattr(gpu, "on_metal", lambda: True)
+        assert gpu.kernel_sources(*args[3:], by_path=True) is None
+    finally:
+        gpu._kernel.cache_clear()
+
+
+@pytest.mark.skipif(not nvcc_wrap.nvcc_available(), reason="nvcc not installed here")
+@pytest.mark.parametrize("quantized", [False, True])
+def test_cuda_sources_by_path_compile(monkeypatch, quantized):
+    """nvcc reads the #include lines from disk and builds the same kernel: registers and spills
+    as from the text (NVRTC, which MLX compiles with, is checked on the H200 by every GPU run)."""
+    monkeypatch.setattr(gpu, "on_metal", lambda: False)
+    with gpu_constants(SINGLE_PASS_MAX_S=0):
+        launch = gpu.decode_launch(_problem(quantized, mx.bfloat16, "causal", 128, 4, 1, 32, 8, group_size=64),
+                                   quantized=quantized)
+    logs = []
+    for by_path in (False, True):
+        monkeypatch.setattr(gpu, "kernel_sources", functools.partial(SOURCES, by_path=by_path))
+        ok, log = nvcc_wrap.compile_cuda(nvcc_wrap.wrap_launch(launch), options=("-Xptxas", "-v"))
+        assert ok, log
+        logs.append(re.findall(r"Used \d+ registers|\d+ bytes spill \w+", log))
+    assert logs[0] == logs[1] and logs[0], logs
+
+
+SOURCES = gpu.kernel_sources
