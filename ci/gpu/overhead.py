@@ -5,7 +5,8 @@
 Rows: a custom kernel that does nothing (MLX's floor per kernel); two such kernels, independent
 and with the second reading the first's output (what a dependency between launches costs); on
 the split path (gpu.SINGLE_PASS_MAX_S = 0, whatever S): the decode kernel alone, the merge kernel
-alone on partials evaluated beforehand, decode + merge without argument checks; the public call
+alone on partials evaluated beforehand, both again with their sources as text (gpu.kernel_sources,
+not by path), decode + merge without argument checks; the public call
 as the default schedule makes it; mx.fast.scaled_dot_product_attention for comparison. Then host
 time alone (calls made and dropped, never evaluated; best of 7 rounds of 1000 calls, rows
 interleaved): the decode and merge kernels' calls as gpu._kernel makes them (on CUDA the files by
@@ -57,17 +58,6 @@ def main():
     mx.eval(partials)
     merge = gpu._kernel("fa_merge_partials", ("out_partial", "stats_partial"), ("out",), "merge_partials.metal",
                         constants=launch["merge_constants"])
-    rows = {
-        "empty custom kernel": lambda: empty(q),
-        "two independent empty kernels": lambda: [empty(q), empty(k)],
-        "two dependent empty kernels": lambda: empty(empty(q)),
-        "decode kernel": lambda: decode(**launch["call"])[0],
-        "merge kernel": lambda: merge(inputs=list(partials), **launch["merge_args"])[0],
-        "decode + merge (no checks)": lambda: split(lambda: gpu.decode_attention(problem)),
-        "fa.decode_attention": lambda: fa.decode_attention(q, k, v, backend="cuda"),
-        "mx.fast.sdpa": lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=128 ** -0.5),
-    }
-    result = {name: round(queued_us(fn), 1) for name, fn in rows.items()}
 
     def as_text(suffix, body_file, defines=(), bounds=None, constants=(), compact=True):
         """The kernel of gpu._kernel's arguments made from its files' text, not their paths."""
@@ -82,9 +72,20 @@ def main():
     full = as_text("_uncompacted", *decode_args, compact=False)
     compacted = as_text("_compacted", *decode_args)
     merge_text = as_text("_merge_compacted", "merge_partials.metal", constants=launch["merge_constants"])
-    for kernel in (full, compacted):
-        mx.eval(kernel(**launch["call"]))
-    mx.eval(merge_text(inputs=list(partials), **launch["merge_args"]))
+    rows = {
+        "empty custom kernel": lambda: empty(q),
+        "two independent empty kernels": lambda: [empty(q), empty(k)],
+        "two dependent empty kernels": lambda: empty(empty(q)),
+        "decode kernel": lambda: decode(**launch["call"])[0],
+        "merge kernel": lambda: merge(inputs=list(partials), **launch["merge_args"])[0],
+        "decode kernel, compacted sources": lambda: compacted(**launch["call"])[0],
+        "merge kernel, compacted sources": lambda: merge_text(inputs=list(partials), **launch["merge_args"])[0],
+        "decode + merge (no checks)": lambda: split(lambda: gpu.decode_attention(problem)),
+        "fa.decode_attention": lambda: fa.decode_attention(q, k, v, backend="cuda"),
+        "mx.fast.sdpa": lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=128 ** -0.5),
+    }
+    result = {name: round(queued_us(fn), 1) for name, fn in rows.items()}
+
     by_path_launch = gpu.launcher(problem, quantized=False)  # the default schedule's launches, made as now
     saved = gpu.CUDA_SOURCES_BY_PATH
     gpu.CUDA_SOURCES_BY_PATH = False
