@@ -34,7 +34,7 @@ SIMDGROUPS = 4
 # 4-bit with 2 (4 threadgroups of 2 warps an SM, twice the tiles a warp) 170 / 295 / 741 against
 # 201 / 354 / 773 with 4, B = 8 3-9% faster, B = 1 within the noise (geometric mean over B = 1,
 # 8, 32 x S = 2048, 8192, 32768: 183.5 against 194.4); 1 was slower at B = 1 (170 against 148 at
-# S = 32768). Plain K/V (which take the matrix kernel at S > 16384) keep 4: with 2 and 1, B = 1,
+# S = 32768). Plain K/V (which take the matrix kernel at S >= 8192) keep 4: with 2 and 1, B = 1,
 # S = 32768 took 125 and 145 µs against 115, B = 8 and 32 within 2%.
 QUANTIZED_MMA_SIMDGROUPS = 2
 PLAIN_MMA_SIMDGROUPS = 4
@@ -65,6 +65,17 @@ MAX_ROW_ELEMENTS = 32  # ROWS * E: floats of scaled query (and as many of output
 # B = 32, S = 8192 but lost at B = 1 in the 6-round sweep (83.3 against 75.9): not taken.
 MIN_BLOCK, MAX_BLOCK = 256, 1024
 TARGET_BLOCKS = 32
+# Plain K/V from this S on take blocks of MAX_BLOCK keys, and with them the matrix kernel
+# (PLAIN_MMA_MIN_BLOCK): its long blocks draw the bandwidth where decode_attention.metal's
+# 256-key blocks are bound by their instruction stream. H200, chained and cold, 6 rounds, bf16 µs,
+# TARGET_BLOCKS' blocks against 1024 keys (docs/h200/long-blocks/sweep-blocks-6r.log,
+# 2026-11-30): S = 8192, B = 1 / 8 / 32: 54.1 / 126.8 / 354.0 against 54.3 / 114.6 / 308.4;
+# S = 16384, B = 1 / 32: 71.9 / 609.5 against 65.7 / 558.7. At S = 4096 blocks of 512 keys lost
+# at B = 1 (49.2 against 53.7) and gained 3-7% at B = 8 and 32: below 8192 blocks stay as they
+# were. Quantized K/V keep TARGET_BLOCKS: there 1024-key blocks lost at B = 1 (S = 8192: 56.7
+# against 72.0; S = 16384: 71.7 against 82.2), however much they gained at B = 8 and 32. Like the
+# block itself this depends on S and the format, never on B or NL.
+PLAIN_LONG_BLOCKS_FROM_S = 8192
 MAX_GRID_Z = 65535  # CUDA's limit on gridDim.z (the layer x request axis)
 
 
@@ -288,12 +299,15 @@ def _kernel(name, input_names, output_names, body_file, defines=(), launch_bound
     )
 
 
-def block_keys(S: int) -> int:
-    """Keys per split block: a function of S only (never of B or NL), a power of two.
+def block_keys(S: int, plain: bool = False) -> int:
+    """Keys per split block: a function of S and the format only (never of B or NL), a power of two.
 
     Aims at TARGET_BLOCKS blocks per (request, kv head) so that one request fills the GPU,
-    within [MIN_BLOCK, MAX_BLOCK] so that blocks amortise their merge.
+    within [MIN_BLOCK, MAX_BLOCK] so that blocks amortise their merge; plain K/V from
+    PLAIN_LONG_BLOCKS_FROM_S keys on take MAX_BLOCK.
     """
+    if plain and S >= PLAIN_LONG_BLOCKS_FROM_S:
+        return MAX_BLOCK
     want = max(1, math.ceil(S / TARGET_BLOCKS))
     return min(MAX_BLOCK, max(MIN_BLOCK, 1 << (want - 1).bit_length()))
 
@@ -377,7 +391,7 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
     out_shape = (NL, B, H_q, L, D) if layered else (B, H_q, L, D)
     N = NL * B
     G = H_q // H_kv
-    block = S if single_pass else block_keys(S)
+    block = S if single_pass else block_keys(S, plain=not quantized)
     NB = math.ceil(S / block)
     mma = _uses_mma(quantized, dtype, D, single_pass, block)
     if single_pass:

@@ -54,7 +54,8 @@ BLOCK_EDGES = sorted({1, 7, gpu.MIN_BLOCK - 1, gpu.MIN_BLOCK, gpu.MIN_BLOCK + 1,
 # Both launches at every S: "default" takes one block up to gpu.SINGLE_PASS_MAX_S, "split" splits
 # every S into blocks merged by the second launch (gpu.SINGLE_PASS_MAX_S = 0); "split_mma" as
 # "split", with plain f16 / bf16 K/V on decode_mma.metal in blocks of any length
-# (gpu.PLAIN_MMA_MIN_BLOCK = 0; by default only S > 16384 gives it split blocks long enough).
+# (gpu.PLAIN_MMA_MIN_BLOCK = 0; by default only S >= gpu.PLAIN_LONG_BLOCKS_FROM_S gives it split
+# blocks long enough).
 PATHS = ["default", "split", "split_mma"]
 
 

@@ -356,3 +356,24 @@ def test_cuda_sources_by_path_compile(monkeypatch, quantized):
 
 
 SOURCES = gpu.kernel_sources
+
+
+def test_block_policy(monkeypatch):
+    """Split blocks depend on S and the format, never on B: plain K/V take MAX_BLOCK keys (and
+    with them the matrix kernel) from gpu.PLAIN_LONG_BLOCKS_FROM_S on; quantized K/V and shorter
+    plain S aim at TARGET_BLOCKS blocks."""
+    monkeypatch.setattr(gpu, "on_metal", lambda: False)
+    long_from = gpu.PLAIN_LONG_BLOCKS_FROM_S
+    assert gpu.block_keys(long_from, plain=True) == gpu.block_keys(10 ** 6, plain=True) == gpu.MAX_BLOCK
+    assert gpu.block_keys(long_from - 1, plain=True) == gpu.block_keys(long_from - 1) < gpu.MAX_BLOCK
+    assert gpu.block_keys(long_from) == long_from // gpu.TARGET_BLOCKS
+    for B in (1, 3, 32):
+        q = mx.zeros((B, 8, 1, 128), dtype=mx.bfloat16)
+        for S, body, blocks in ((long_from, "decode_mma.metal", long_from // gpu.MAX_BLOCK),
+                                (long_from - 1, "decode_attention.metal", -(-(long_from - 1) // gpu.block_keys(long_from - 1)))):
+            k = mx.zeros((B, 2, S, 128), dtype=mx.bfloat16)
+            launch = gpu.decode_launch(plain_problem(q, k, k, None, None, None), quantized=False)
+            assert launch["body_file"] == body and launch["call"]["output_shapes"][0][3] == blocks, (B, S)
+        kq = fa.quantize_kv(mx.zeros((B, 2, long_from, 128), dtype=mx.bfloat16), bits=4, group_size=64)
+        launch = gpu.decode_launch(quantized_problem(q, kq, kq, None, None, None, 4, 64), quantized=True)
+        assert launch["call"]["output_shapes"][0][3] == gpu.TARGET_BLOCKS, B
