@@ -65,8 +65,8 @@ MAX_ROW_ELEMENTS = 32  # ROWS * E: floats of scaled query (and as many of output
 # B = 32, S = 8192 but lost at B = 1 in the 6-round sweep (83.3 against 75.9): not taken.
 MIN_BLOCK, MAX_BLOCK = 256, 1024
 TARGET_BLOCKS = 32
-# Plain K/V from this S on take blocks of MAX_BLOCK keys, and with them the matrix kernel
-# (PLAIN_MMA_MIN_BLOCK): its long blocks draw the bandwidth where decode_attention.metal's
+# Plain K/V that the matrix kernel can take (f16 / bf16, D a multiple of 32 up to 128: _uses_mma)
+# take blocks of MAX_BLOCK keys from this S on, and with them that kernel: its long blocks draw the bandwidth where decode_attention.metal's
 # 256-key blocks are bound by their instruction stream. H200, chained and cold, 6 rounds, bf16 µs,
 # TARGET_BLOCKS' blocks against 1024 keys (docs/h200/long-blocks/sweep-blocks-6r.log,
 # 2026-11-30): S = 8192, B = 1 / 8 / 32: 54.1 / 126.8 / 354.0 against 54.3 / 114.6 / 308.4;
@@ -249,10 +249,12 @@ def kernel_sources(body_file: str, defines=(), launch_bounds=None, constants=(),
 
 
 # MLX's CUDA backend copies a kernel's whole source string into every call (custom_kernel.cpp's
-# build_kernel): about 1 µs of host time a call for the decode kernel's 28 KB (docs/gpu.md, "Where
-# a small call's time goes"). NVRTC reads an #include from disk, so on CUDA each file goes by its
-# path where it is a plain file there (an installed package is), and the text MLX copies is a few
-# hundred bytes. The compiled text is the same. False hands the text itself (for comparisons).
+# build_kernel), and its evaluation of the call costs more the longer that string is. NVRTC reads
+# an #include from disk, so on CUDA each file goes by its path where it is a plain file there (an
+# installed package is): about 0.9 KB a kernel instead of 28, the same text compiled. H200,
+# B = 1, S = 2048, queued (docs/gpu.md, "The kernel files by path on CUDA", 2026-11-30): the
+# decode kernel alone 12.7 against 30.7 µs a call, its host time 3.1 against 4.0; the public bf16
+# call 24.8 against 47.1 µs. False hands the text itself (for comparisons).
 CUDA_SOURCES_BY_PATH = os.environ.get("FUSEDATTEND_CUDA_SOURCES_BY_PATH", "1").strip() != "0"
 # MLX passes an input's shape, strides or ndim only where the body's text names them (its
 # `source.find(name + "_shape")`): a body by path lists those names in a comment.
@@ -299,14 +301,15 @@ def _kernel(name, input_names, output_names, body_file, defines=(), launch_bound
     )
 
 
-def block_keys(S: int, plain: bool = False) -> int:
+def block_keys(S: int, plain_matrix: bool = False) -> int:
     """Keys per split block: a function of S and the format only (never of B or NL), a power of two.
 
     Aims at TARGET_BLOCKS blocks per (request, kv head) so that one request fills the GPU,
-    within [MIN_BLOCK, MAX_BLOCK] so that blocks amortise their merge; plain K/V from
-    PLAIN_LONG_BLOCKS_FROM_S keys on take MAX_BLOCK.
+    within [MIN_BLOCK, MAX_BLOCK] so that blocks amortise their merge. plain_matrix: plain K/V
+    that the matrix kernel takes in long blocks (_uses_mma), which from PLAIN_LONG_BLOCKS_FROM_S
+    keys on get MAX_BLOCK.
     """
-    if plain and S >= PLAIN_LONG_BLOCKS_FROM_S:
+    if plain_matrix and S >= PLAIN_LONG_BLOCKS_FROM_S:
         return MAX_BLOCK
     want = max(1, math.ceil(S / TARGET_BLOCKS))
     return min(MAX_BLOCK, max(MIN_BLOCK, 1 << (want - 1).bit_length()))
@@ -391,7 +394,7 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
     out_shape = (NL, B, H_q, L, D) if layered else (B, H_q, L, D)
     N = NL * B
     G = H_q // H_kv
-    block = S if single_pass else block_keys(S, plain=not quantized)
+    block = S if single_pass else block_keys(S, plain_matrix=not quantized and _uses_mma(False, dtype, D, False, MAX_BLOCK))
     NB = math.ceil(S / block)
     mma = _uses_mma(quantized, dtype, D, single_pass, block)
     if single_pass:

@@ -359,21 +359,30 @@ SOURCES = gpu.kernel_sources
 
 
 def test_block_policy(monkeypatch):
-    """Split blocks depend on S and the format, never on B: plain K/V take MAX_BLOCK keys (and
-    with them the matrix kernel) from gpu.PLAIN_LONG_BLOCKS_FROM_S on; quantized K/V and shorter
-    plain S aim at TARGET_BLOCKS blocks."""
+    """Split blocks depend on S and the format, never on B: plain K/V that the matrix kernel can
+    take get MAX_BLOCK keys (and that kernel) from gpu.PLAIN_LONG_BLOCKS_FROM_S on; quantized K/V,
+    other plain K/V (f32, D = 80) and shorter S aim at TARGET_BLOCKS blocks."""
     monkeypatch.setattr(gpu, "on_metal", lambda: False)
     long_from = gpu.PLAIN_LONG_BLOCKS_FROM_S
-    assert gpu.block_keys(long_from, plain=True) == gpu.block_keys(10 ** 6, plain=True) == gpu.MAX_BLOCK
-    assert gpu.block_keys(long_from - 1, plain=True) == gpu.block_keys(long_from - 1) < gpu.MAX_BLOCK
+    assert gpu.block_keys(long_from, True) == gpu.block_keys(10 ** 6, True) == gpu.MAX_BLOCK
+    assert gpu.block_keys(long_from - 1, True) == gpu.block_keys(long_from - 1) < gpu.MAX_BLOCK
     assert gpu.block_keys(long_from) == long_from // gpu.TARGET_BLOCKS
-    for B in (1, 3, 32):
-        q = mx.zeros((B, 8, 1, 128), dtype=mx.bfloat16)
-        for S, body, blocks in ((long_from, "decode_mma.metal", long_from // gpu.MAX_BLOCK),
-                                (long_from - 1, "decode_attention.metal", -(-(long_from - 1) // gpu.block_keys(long_from - 1)))):
-            k = mx.zeros((B, 2, S, 128), dtype=mx.bfloat16)
+
+    def blocks(B, S, dtype=mx.bfloat16, D=128, quantized=False):
+        q = mx.zeros((B, 8, 1, D), dtype=dtype)
+        k = mx.zeros((B, 2, S, D), dtype=dtype)
+        if quantized:
+            kq = fa.quantize_kv(k, bits=4, group_size=64)
+            launch = gpu.decode_launch(quantized_problem(q, kq, kq, None, None, None, 4, 64), quantized=True)
+        else:
             launch = gpu.decode_launch(plain_problem(q, k, k, None, None, None), quantized=False)
-            assert launch["body_file"] == body and launch["call"]["output_shapes"][0][3] == blocks, (B, S)
-        kq = fa.quantize_kv(mx.zeros((B, 2, long_from, 128), dtype=mx.bfloat16), bits=4, group_size=64)
-        launch = gpu.decode_launch(quantized_problem(q, kq, kq, None, None, None, 4, 64), quantized=True)
-        assert launch["call"]["output_shapes"][0][3] == gpu.TARGET_BLOCKS, B
+        return launch["body_file"], launch["call"]["output_shapes"][0][3]
+
+    short = -(-(long_from - 1) // gpu.block_keys(long_from - 1))
+    for B in (1, 3, 32):
+        assert blocks(B, long_from) == ("decode_mma.metal", long_from // gpu.MAX_BLOCK), B
+        assert blocks(B, long_from, mx.float16, 64) == ("decode_mma.metal", long_from // gpu.MAX_BLOCK), B
+        assert blocks(B, long_from - 1) == ("decode_attention.metal", short), B
+        assert blocks(B, long_from, mx.float32) == ("decode_attention.metal", gpu.TARGET_BLOCKS), B
+        assert blocks(B, long_from, D=80) == ("decode_attention.metal", gpu.TARGET_BLOCKS), B
+        assert blocks(B, long_from, quantized=True) == ("decode_mma.metal", gpu.TARGET_BLOCKS), B
