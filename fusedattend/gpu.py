@@ -66,8 +66,8 @@ MAX_ROW_ELEMENTS = 32  # ROWS * E: floats of scaled query (and as many of output
 MIN_BLOCK, MAX_BLOCK = 256, 1024
 TARGET_BLOCKS = 32
 # Plain K/V that the matrix kernel can take (f16 / bf16, D a multiple of 32 up to 128: _uses_mma)
-# take blocks of MAX_BLOCK keys from this S on, and with them that kernel: its long blocks draw the bandwidth where decode_attention.metal's
-# 256-key blocks are bound by their instruction stream. H200, chained and cold, 6 rounds, bf16 µs,
+# take blocks of MAX_BLOCK keys from this S on, and with them that kernel: its long blocks draw
+# the bandwidth where decode_attention.metal's 256-key blocks are bound by their instruction stream. H200, chained and cold, 6 rounds, bf16 µs,
 # TARGET_BLOCKS' blocks against 1024 keys (docs/h200/long-blocks/sweep-blocks-6r.log,
 # 2026-11-30): S = 8192, B = 1 / 8 / 32: 54.1 / 126.8 / 354.0 against 54.3 / 114.6 / 308.4;
 # S = 16384, B = 1 / 32: 71.9 / 609.5 against 65.7 / 558.7. At S = 4096 blocks of 512 keys lost
@@ -230,9 +230,10 @@ def kernel_sources(body_file: str, defines=(), launch_bounds=None, constants=(),
     cannot be written so."""
     text_of = read_kernel_file
     if by_path:
-        if on_metal() or any(include_line(name) is None for name in (body_file, CUDA_COMPAT, *HEADER_FILES)):
+        lines = {} if on_metal() else {name: include_line(name) for name in (body_file, CUDA_COMPAT, *HEADER_FILES)}
+        if not lines or None in lines.values():
             return None
-        text_of = include_line
+        text_of = lines.__getitem__
     body = "".join(f"#define {k} {v}\n" for k, v in defines) + text_of(body_file)
     header = "".join(text_of(h) for h in HEADER_FILES)
     if on_metal():

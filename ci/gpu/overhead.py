@@ -59,19 +59,18 @@ def main():
     merge = gpu._kernel("fa_merge_partials", ("out_partial", "stats_partial"), ("out",), "merge_partials.metal",
                         constants=launch["merge_constants"])
 
-    def as_text(suffix, body_file, defines=(), bounds=None, constants=(), compact=True):
+    def as_text(name, input_names, output_names, body_file, defines=(), bounds=None, constants=(), compact=True):
         """The kernel of gpu._kernel's arguments made from its files' text, not their paths."""
         body, header = gpu.kernel_sources(body_file, defines, bounds, constants, compact=compact)
-        input_names = launch["input_names"] if body_file == launch["body_file"] else ("out_partial", "stats_partial")
-        output_names = launch["output_names"] if body_file == launch["body_file"] else ("out",)
-        return mx.fast.cuda_kernel(name=launch["name"] + suffix, input_names=list(input_names),
-                                   output_names=list(output_names), source=body, header=header,
-                                   ensure_row_contiguous=False)
+        return mx.fast.cuda_kernel(name=name, input_names=list(input_names), output_names=list(output_names),
+                                   source=body, header=header, ensure_row_contiguous=False)
 
-    decode_args = (launch["body_file"], launch["defines"], launch["launch_bounds"], launch["constants"])
-    full = as_text("_uncompacted", *decode_args, compact=False)
-    compacted = as_text("_compacted", *decode_args)
-    merge_text = as_text("_merge_compacted", "merge_partials.metal", constants=launch["merge_constants"])
+    decode_args = (launch["input_names"], launch["output_names"], launch["body_file"], launch["defines"],
+                   launch["launch_bounds"], launch["constants"])
+    full = as_text(launch["name"] + "_uncompacted", *decode_args, compact=False)
+    compacted = as_text(launch["name"] + "_compacted", *decode_args)
+    merge_text = as_text(launch["name"] + "_merge_compacted", ("out_partial", "stats_partial"), ("out",),
+                         "merge_partials.metal", constants=launch["merge_constants"])
     rows = {
         "empty custom kernel": lambda: empty(q),
         "two independent empty kernels": lambda: [empty(q), empty(k)],

@@ -281,8 +281,7 @@ def test_cuda_sources_by_path_compile_the_same_text(monkeypatch):
     over before; and MLX's search of the body for `name_shape`, `name_strides` and `name_ndim`
     finds the same names in both forms (the by-path body lists them in a comment)."""
     monkeypatch.setattr(gpu, "on_metal", lambda: False)
-    names = ("q", "k", "v", "k_codes", "k_scales", "k_biases", "v_codes", "v_scales", "v_biases", "mask",
-             "key_ranges", "dims", "scalars", "out_partial", "stats_partial")
+    names = gpu.PLAIN_INPUTS + gpu.QUANTIZED_INPUTS + gpu.COMMON_INPUTS + ("out_partial", "stats_partial")
     for body_file, defines, bounds, constants in _by_path_cases():
         source, header = gpu.kernel_sources(body_file, defines, bounds, constants)
         by_source, by_header = gpu.kernel_sources(body_file, defines, bounds, constants, by_path=True)
@@ -337,6 +336,9 @@ def test_cuda_kernels_made_from_paths(monkeypatch, tmp_path):
         gpu._kernel.cache_clear()
 
 
+SOURCES = gpu.kernel_sources  # as the module has it, before a test patches it
+
+
 @pytest.mark.skipif(not nvcc_wrap.nvcc_available(), reason="nvcc not installed here")
 @pytest.mark.parametrize("quantized", [False, True])
 def test_cuda_sources_by_path_compile(monkeypatch, quantized):
@@ -354,8 +356,6 @@ def test_cuda_sources_by_path_compile(monkeypatch, quantized):
         logs.append(re.findall(r"Used \d+ registers|\d+ bytes spill \w+", log))
     assert logs[0] == logs[1] and logs[0], logs
 
-
-SOURCES = gpu.kernel_sources
 
 
 def test_block_policy(monkeypatch):
