@@ -128,6 +128,12 @@ MMA_OFFSETS32 = True
 # The matrix kernel's scores on 16-bit operands (f16 / bf16, m16n8k16 on NVIDIA) where a code fits
 # them exactly (score_mantissa); False keeps 32-bit ones (tf32) always (for comparisons and tests).
 SCORES16 = True
+# The quantized matrix kernel's output products on 16-bit operands (out_mantissa): V codes as
+# bf16 1 + c / 2^bits, a word pairing two keys of one dim (one byte permute and a shift and a
+# logic op make two), against the weights as two bf16 parts (float's range, 16 of its 24 bits),
+# m16n8k16 over the whole 16-key tile on NVIDIA. False keeps 32-bit operands (tf32, one code an
+# operand, two products of k = 8 a tile) always (for comparisons and tests).
+OUT16 = True
 
 # CUDA only: threadgroups an SM that ptxas must make room for (__launch_bounds__, through
 # cuda_compat.h), so that it caps a thread's registers at 64K / (threads x this); 0 leaves the
@@ -357,6 +363,12 @@ def score_mantissa(dtype, bits, group_size) -> int:
     return mantissa if SCORES16 and bits <= mantissa and group_size * bits >= 128 else 0
 
 
+def out_mantissa(bits) -> int:
+    """The quantized matrix kernel's OUT_MANTISSA: bf16's mantissa bits where its output's V codes
+    take 16-bit operands (a code 1 + c / 2^bits exact in bf16), else 0 (32-bit operands)."""
+    return 7 if OUT16 and bits <= 7 else 0
+
+
 def plain_weight_scale_log2(dtype) -> int:
     """The matrix kernel's WEIGHT_SCALE_LOG2 over plain K/V: its output weights (at most 1) enter
     the products as two parts in the K/V type, and in f16 (smallest step 2^-24) scaled by 2^14
@@ -415,7 +427,8 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
                        and D // group_size <= QUANTIZED_MMA_BOUNDED_MAX_GROUPS)
             per_sm = QUANTIZED_MMA_THREADGROUPS_PER_SM if bounded else 0
             constants += [("GS", group_size), ("BITS", bits), ("ST", scales_dtype),
-                          ("SCORE_MANTISSA", score_mantissa(dtype, bits, group_size))]
+                          ("SCORE_MANTISSA", score_mantissa(dtype, bits, group_size)),
+                          ("OUT_MANTISSA", out_mantissa(bits)), ("OT", mx.bfloat16)]
         else:
             name, per_sm = "fa_decode_mma", PLAIN_MMA_THREADGROUPS_PER_SM
             constants += [("WEIGHT_SCALE_LOG2", plain_weight_scale_log2(dtype))]

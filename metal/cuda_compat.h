@@ -73,6 +73,10 @@ template <typename T, int E>  // (16-bit T only: element e of each, one byte per
 METAL_FUNC uint32_t fa_chunks_word(const fa_chunk<T, E>& lo, const fa_chunk<T, E>& hi, int e) {
   return __byte_perm(lo.w[e / 2], hi.w[e / 2], e % 2 ? 0x7632 : 0x5410);
 }
+#define FA_HAVE_BYTES_PAIR  // (decode_attention.h: bytes 1 and 3 are lo's byte 0, masked by the callers)
+METAL_FUNC uint32_t fa_bytes_pair(uint32_t lo, uint32_t hi, int byte) {
+  return __byte_perm(lo, hi, byte | (4 + byte) << 8);
+}
 template <typename T, int E, int BYTES = E * sizeof(T)>  // the widest load BYTES are a whole number of
 using fa_chunk_word = cuda::std::conditional_t<BYTES % 16 == 0, uint4, cuda::std::conditional_t<BYTES % 8 == 0, uint2,
     cuda::std::conditional_t<BYTES % 4 == 0, uint, ushort>>>;  // (uint, ushort: a few groups' scales)

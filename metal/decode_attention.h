@@ -161,6 +161,26 @@ METAL_FUNC uint32_t fa_code_pair(uint32_t word, int bit, uint32_t pair_one) {
   return (moved & MASK) | pair_one;
 }
 
+// Byte `byte` of `lo` and of `hi` as the low bytes of a word's low and high half; its other two
+// bytes are whatever comes cheapest (callers mask them). One byte permute on NVIDIA.
+#ifndef FA_HAVE_BYTES_PAIR
+METAL_FUNC uint32_t fa_bytes_pair(uint32_t lo, uint32_t hi, int byte) {
+  return ((lo >> (8 * byte)) & 0xFFu) | ((hi >> (8 * byte)) & 0xFFu) << 16;
+}
+#endif
+
+// Element e of two keys' runs of codes of one dim range, as fa_code_pair's pair of 16-bit floats
+// 1 + c / 2^BITS: `lo`'s code in the low half, `hi`'s in the high half, a word of a 16-bit V^T
+// operand (decode_mma.metal's output with OUT_MANTISSA != 0). The two codes' bytes are gathered
+// into one word (fa_bytes_pair), then one shift and one logic op make the pair, as for one key's.
+template <int BITS, int MANTISSA, int E>
+METAL_FUNC uint32_t fa_code_pair_keys(thread const fa_code_chunk<E, BITS>& lo, thread const fa_code_chunk<E, BITS>& hi,
+                                      int e, uint32_t pair_one) {
+  const int bit = lo.first_bit + e * BITS;  // the same in `hi`: both runs are of the same dims
+  const uint32_t both = fa_bytes_pair(lo.words[bit / 32], hi.words[bit / 32], bit % 32 / 8);
+  return fa_code_pair<BITS, MANTISSA>(both, bit % 8, pair_one);
+}
+
 // The affine map of codes read by fa_code_unit: scale * c + bias
 // = fa_unit_scale(scale) * (1 + c / 2^BITS) + fa_unit_bias(scale, bias).
 template <int BITS>
@@ -380,8 +400,9 @@ METAL_FUNC bool fa_same_strides(Strides a, Strides b) {
 
 // What a lane of decode_mma.metal loads of one 16-key tile of codes, for each half h of it: the
 // K codes of its A elements (key h * 8 + its row; K_RUNS runs of a group, fa_qmma_k_run) with that
-// key's K and V scales and biases; the V codes of its A elements (keys h * 8 + its columns); the
-// V scales of its B elements' keys. Scales and biases stay as loaded (fa_chunk) until used: widened
+// key's K and V scales and biases; the V codes of its A elements (32-bit V^T operands: keys
+// h * 8 + its columns; 16-bit ones, OUT16: the keys of its word h, fa_frag16_k_a(lane, 2h + j));
+// the V scales of its B elements' keys (likewise). Scales and biases stay as loaded (fa_chunk) until used: widened
 // to float on arrival, this tile's and the next one's held twice the registers.
 template <int GROUPS, int SCORE_RUN, int OUT_RUN, int BITS, typename ST, int K_RUNS>
 struct fa_qmma_tile {
@@ -405,7 +426,7 @@ METAL_FUNC int fa_qmma_k_run(int lane, int j) {
 // keys past `last` are read as `last`. `narrow` (fa_narrow_rows of the codes and of K's scales,
 // the four scale and bias arrays with the same strides, each one's rows fa_packed_rows): one key
 // offset serves those four, and a key's groups load whole.
-template <int GROUPS, int SCORE_RUN, int OUT_RUN, int BITS, typename ST, int K_RUNS, typename CodePtr,
+template <bool OUT16, int GROUPS, int SCORE_RUN, int OUT_RUN, int BITS, typename ST, int K_RUNS, typename CodePtr,
           typename ScalePtr, typename Strides>
 METAL_FUNC void fa_qmma_load_tile(
     thread fa_qmma_tile<GROUPS, SCORE_RUN, OUT_RUN, BITS, ST, K_RUNS>& t, bool narrow, int first, int last, int lane,
@@ -427,8 +448,8 @@ METAL_FUNC void fa_qmma_load_tile(
     const auto k_codes = k_row + fa_key_offset(narrow, k_codes_strides, row_key);
     #pragma unroll
     for (int j = 0; j < 2; ++j) {
-      const int col_key = metal::min(first + h * HALF_KEYS + fa_frag_col_a(lane, j), last);
-      const int b_key = metal::min(first + h * HALF_KEYS + fa_frag_row_b(lane, j), last);
+      const int col_key = metal::min(first + (OUT16 ? fa_frag16_k_a(lane, 2 * h + j) : h * HALF_KEYS + fa_frag_col_a(lane, j)), last);
+      const int b_key = metal::min(first + (OUT16 ? fa_frag16_k_b(lane, 2 * h + j) : h * HALF_KEYS + fa_frag_row_b(lane, j)), last);
       const auto v_codes = v_row + fa_key_offset(narrow, v_codes_strides, col_key);
       const int64_t b_at = fa_key_offset(narrow, v_scales_strides, b_key);
       #pragma unroll

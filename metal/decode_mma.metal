@@ -14,9 +14,11 @@
 //   group's scale and bias then apply in float: scale * (c . q) + bias * sum(q over the group).
 //   A lane holds two query rows' elements of every accumulator: their max and sum run over the
 //   lanes that share them (FA_FRAG_COL_XOR0..2), and the output's rescale is a factor a row.
-//   Output O^T += V_G^T P_G^T for each V group G: the codes against the weights (fa_acc_as_b)
-//   scaled by the group's scale of their key, a float operand (fa_mma2_any_b); the bias term
-//   sum(p * bias) apart.
+//   Output O^T += V_G^T P_G^T for each V group G: the codes against the weights scaled by the
+//   group's scale of their key, a float operand; the bias term sum(p * bias) apart. The codes
+//   in bf16 (OUT_MANTISSA != 0: k = 16, a word pairs two keys of one dim, fa_code_pair_keys)
+//   against the weights of the whole 16-key tile (fa_accs_as_b16, fa_mma2_16_any_b: two bf16
+//   parts, float's range); else in 32-bit operands (tf32, k = 8, fa_acc_as_b, fa_mma2_any_b).
 //   Dims are permuted within a group (fa_qmma_score_dim(16) / fa_qmma_out_dim), so that a lane's
 //   codes of a group are one run of words; the output goes back in D's order.
 // Plain K/V are the same schedule with one group the width of D and no codes: a lane's K words
@@ -30,7 +32,8 @@
 // (<= 128; quantized: a multiple of GS; plain: of 32), NSG, MASK, MT, OFFSETS32 (32-bit offsets
 // where the strides allow), LAYERED (as decode_attention.metal's); quantized K/V: GS (group
 // size), BITS, ST (scales dtype), SCORE_MANTISSA (T's mantissa bits for 16-bit scores, 0 for
-// 32-bit); plain K/V: WEIGHT_SCALE_LOG2.
+// 32-bit), OUT_MANTISSA (OT's for 16-bit output operands, 0 for 32-bit), OT (their type: bf16);
+// plain K/V: WEIGHT_SCALE_LOG2.
 // FA_QUANTIZED and FA_SINGLE_PASS as in decode_attention.metal. Run-time dims[]: L, G, block, has
 // key ranges; scalars[]: the softmax scale, 1.0f.
 
@@ -58,6 +61,9 @@ constexpr int TILES16 = D / 16;                 // 16-dim tiles of Q and K (SCOR
 constexpr int TILES16_PER_GROUP = GS / 16;
 constexpr int PAIRS_PER_WORD = 16 / BITS;       // fa_code_pair's pairs of codes in a code word
 constexpr bool HIDES_PER_ROW = MASK != 0;      // a key may be hidden from some rows of a tile
+#if FA_QUANTIZED
+constexpr bool OUT16 = OUT_MANTISSA != 0;
+#endif
 
 const int L = dims[0];
 const int G = dims[1];
@@ -117,6 +123,7 @@ const float scale = scalars[0] * FA_LOG2_E;
 #if FA_QUANTIZED
 const uint32_t code_one = as_type<uint32_t>(scalars[1]);  // 1.0f (fa_code_unit)
 const uint32_t pair_one = uint32_t(as_type<ushort>(static_cast<T>(scalars[1]))) * 0x10001u;  // (fa_code_pair)
+const uint32_t out_pair_one = uint32_t(as_type<ushort>(static_cast<OT>(scalars[1]))) * 0x10001u;
 #endif
 
 // Query row r of the tile: its first element (q_at), whether it exists, the last key it may see
@@ -265,7 +272,7 @@ for (int pass = 0; pass < 2; ++pass) {
   for (int first = lo + sg * TILE_KEYS - TILE_STRIDE; first < hi; first += TILE_STRIDE) {
 #if FA_QUANTIZED
     const fa_qmma_tile<GROUPS, SCORE_RUN, OUT_RUN, BITS, ST, K_RUNS> now = next_tile;
-    fa_qmma_load_tile(next_tile, narrow_pass, first + TILE_STRIDE, last_readable, lane, code_one,
+    fa_qmma_load_tile<OUT16>(next_tile, narrow_pass, first + TILE_STRIDE, last_readable, lane, code_one,
                       k_row, k_codes_strides5, v_row, v_codes_strides5, ks_row, k_scales_strides5,
                       kb_row, k_biases_strides5, vs_row, v_scales_strides5, vb_row, v_biases_strides5);
 #else
@@ -394,19 +401,13 @@ for (int pass = 0; pass < 2; ++pass) {
     // rows: without one every key a tile weighs is one the rows see (tiles start at lo; keys past
     // hi are read as the last one before it), so the quantized products go unguarded
     // (HIDES_PER_ROW 0; 33 of the loop's 689 instructions a tile at 4-bit, D = 128).
-#if FA_QUANTIZED
-    fa_frag weights[GROUPS][2];
-#else
     fa_frag p[2];   // [half]
+#if !FA_QUANTIZED
     uint seen = 0;  // bit h * 8 + key of a half: some row of the tile weighs that key
 #endif
     #pragma unroll
     for (int h = 0; h < 2; ++h) {
-#if FA_QUANTIZED
-      fa_frag p_h;
-#else
       thread fa_frag& p_h = p[h];
-#endif
       #pragma unroll
       for (int j = 0; j < 2; ++j) {
         p_h.e[j] = fa_exp2(score[h][j] - weight_base[j]);
@@ -421,33 +422,63 @@ for (int pass = 0; pass < 2; ++pass) {
         p_h.e[j] *= WEIGHT_SCALE;
 #endif
       }
+    }
 #if FA_QUANTIZED
-      const fa_frag p_b = fa_acc_as_b(p_h, lane);
+    // O^T += V_G^T P_G^T, two 8-dim tiles (of one group) at a time: with 16-bit operands over the
+    // whole tile (a word of V^T pairs two keys of one dim), else over each half.
+    if (OUT16) {
+      fa_frag16f p_b;
+      fa_accs_as_b16(p[0], p[1], lane, p_b);
+      fa_frag16f weights[GROUPS];
       #pragma unroll
       for (int g = 0; g < GROUPS; ++g) {
         #pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          weights[g][h].e[j] = HIDES_PER_ROW && p_b.e[j] == 0.0f ? 0.0f : p_b.e[j] * v_unit_scale[h][j][g];
+        for (int e = 0; e < 4; ++e) {  // element e: key fa_frag16_k_b(lane, e), loaded as v_scale[e / 2][e % 2]
+          weights[g].e[e] = HIDES_PER_ROW && p_b.e[e] == 0.0f ? 0.0f : p_b.e[e] * v_unit_scale[e / 2][e % 2][g];
         }
       }
-#endif
-    }
-#if FA_QUANTIZED
-    // O^T += V_G^T P_G^T, two 8-dim tiles (of one group) at a time.
-    #pragma unroll
-    for (int i = 0; i < TILES; i += 2) {
-      const int g = i / TILES_PER_GROUP;
       #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        fa_frag v_frag[2];
+      for (int i = 0; i < TILES; i += 2) {
+        const int g = i / TILES_PER_GROUP;
+        fa_frag16 v16[2];
         #pragma unroll
         for (int t = 0; t < 2; ++t) {
           #pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            v_frag[t].e[j] = now.v_codes[h][j][g][(i + t) % TILES_PER_GROUP];
+          for (int h = 0; h < 2; ++h) {
+            v16[t].w[h] = fa_code_pair_keys<BITS, OUT_MANTISSA>(now.v_codes[h][0][g], now.v_codes[h][1][g],
+                                                                (i + t) % TILES_PER_GROUP, out_pair_one);
           }
         }
-        fa_mma2_any_b(out_frag[i], out_frag[i + 1], v_frag[0], v_frag[1], weights[g][h], out_frag[i], out_frag[i + 1]);
+        fa_mma2_16_any_b<OT>(out_frag[i], out_frag[i + 1], v16[0], v16[1], weights[g], out_frag[i], out_frag[i + 1]);
+      }
+    } else {
+      fa_frag weights[GROUPS][2];
+      #pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const fa_frag p_b = fa_acc_as_b(p[h], lane);
+        #pragma unroll
+        for (int g = 0; g < GROUPS; ++g) {
+          #pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            weights[g][h].e[j] = HIDES_PER_ROW && p_b.e[j] == 0.0f ? 0.0f : p_b.e[j] * v_unit_scale[h][j][g];
+          }
+        }
+      }
+      #pragma unroll
+      for (int i = 0; i < TILES; i += 2) {
+        const int g = i / TILES_PER_GROUP;
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          fa_frag v_frag[2];
+          #pragma unroll
+          for (int t = 0; t < 2; ++t) {
+            #pragma unroll
+            for (int j = 0; j < 2; ++j) {
+              v_frag[t].e[j] = now.v_codes[h][j][g][(i + t) % TILES_PER_GROUP];
+            }
+          }
+          fa_mma2_any_b(out_frag[i], out_frag[i + 1], v_frag[0], v_frag[1], weights[g][h], out_frag[i], out_frag[i + 1]);
+        }
       }
     }
 #else

@@ -199,7 +199,8 @@ def test_emulated_plain_without_matrices(case):
 # D <= 128 take it) at edges of its own: two row tiles (G * L = 16 and 12 rows, 8 a tile), every code width
 # and group size, D = 32 and 96 (one group and three), key ranges that leave blocks empty, and
 # both kinds of score operands (gpu.score_mantissa): 16-bit in bf16 (4-bit codes) and f16 (8- and
-# 2-bit), 32-bit for 2-bit codes in groups of 32.
+# 2-bit), 32-bit for 2-bit codes in groups of 32; and both kinds of output operands
+# (gpu.out_mantissa): 16-bit in bf16 for 2- and 4-bit codes, 32-bit for 8-bit ones.
 MMA_CASES = [
     edge_case(S=257, D=128, H_q=32, H_kv=2, bits=4, group_size=32, mask="bool_hidden_row"),
     edge_case(S=33, D=64, L=3, H_q=8, H_kv=2, bits=8, group_size=64, mask="causal", dtype=mx.float16),
@@ -303,6 +304,20 @@ def test_emulated_quantized_matrices_with_32_bit_scores(layout, case):
     group less than a word), forced on cases that would take 16-bit ones; split."""
     assert gpu.score_mantissa(case.dtype, case.bits, case.group_size) != 0
     with emulated_gpu(layout), gpu_constants(SCORES16=False, SINGLE_PASS_MAX_S=0):
+        check_parity(case, "cuda")
+        _check_requests(case, "cuda")
+
+
+@pytest.mark.parametrize("layout", ["apple", "nvidia"])
+@pinned([c for c in MMA_CASES if c.bits <= 4][:3])
+@settings(phases=[Phase.explicit])
+@given(case=short_cases())
+def test_emulated_quantized_matrices_with_32_bit_outputs(layout, case):
+    """The output product's other form: V codes in 32-bit operands (tf32 on NVIDIA, one code an
+    operand, k = 8), which the kernel takes for 8-bit codes, forced on cases that would take
+    16-bit ones (two keys' codes of one dim a word, gpu.out_mantissa); split."""
+    assert gpu.out_mantissa(case.bits) != 0
+    with emulated_gpu(layout), gpu_constants(OUT16=False, SINGLE_PASS_MAX_S=0):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 

@@ -44,11 +44,11 @@ def test_python_side_holds_no_kernel_code():
 
 
 def test_compat_header_is_small():
-    """Small enough to review by eye: about 95 lines of names, helpers and launch bounds, and 85
-    that map simdgroup matrix products to mma.sync (tf32 and 16-bit operands, accumulators as B
-    operands, a float B as parts)."""
+    """Small enough to review by eye: about 100 lines of names, helpers (byte permutes among them)
+    and launch bounds, and 85 that map simdgroup matrix products to mma.sync (tf32 and 16-bit
+    operands, accumulators as B operands, a float B as parts)."""
     lines = [l for l in (ROOT / "metal" / gpu.CUDA_COMPAT).read_text().splitlines() if l.strip()]
-    assert len(lines) <= 180
+    assert len(lines) <= 185
 
 
 def test_sources_reach_mlx_compacted():
@@ -257,6 +257,19 @@ def test_score_operand_choice():
     assert ("SCORE_MANTISSA", 10) in launch["constants"]
     with gpu_constants(SCORES16=False):
         assert gpu.score_mantissa(mx.bfloat16, 4, 64) == 0
+
+
+def test_output_operand_choice():
+    """The quantized matrix kernel's output takes 16-bit operands in bf16 (OUT_MANTISSA 7, OT bf16)
+    where a code 1 + c / 2^bits is exact in bf16, whatever the query type; 32-bit operands for
+    8-bit codes, and always with gpu.OUT16 off."""
+    assert gpu.out_mantissa(2) == gpu.out_mantissa(4) == 7
+    assert gpu.out_mantissa(8) == 0  # 8 bits do not fit bf16's 7
+    for dtype in (mx.float16, mx.bfloat16):
+        launch = gpu.decode_launch(_problem(True, dtype, None, 64, 4, 1, 8, 2), quantized=True)
+        assert ("OUT_MANTISSA", 7) in launch["constants"] and ("OT", mx.bfloat16) in launch["constants"]
+    with gpu_constants(OUT16=False):
+        assert gpu.out_mantissa(4) == 0
 
 
 INCLUDE = re.compile(r'^#include "(/[^"]+)"$', re.M)
