@@ -73,10 +73,8 @@ template <typename T, int E>  // (16-bit T only: element e of each, one byte per
 METAL_FUNC uint32_t fa_chunks_word(const fa_chunk<T, E>& lo, const fa_chunk<T, E>& hi, int e) {
   return __byte_perm(lo.w[e / 2], hi.w[e / 2], e % 2 ? 0x7632 : 0x5410);
 }
-#define FA_HAVE_BYTES_PAIR  // (decode_attention.h: bytes 1 and 3 are lo's byte 0, masked by the callers)
-METAL_FUNC uint32_t fa_bytes_pair(uint32_t lo, uint32_t hi, int byte) {
-  return __byte_perm(lo, hi, byte | (4 + byte) << 8);
-}
+#define FA_HAVE_BYTES_PAIR  // one byte permute (its bytes 1 and 3 are lo's byte 0: the callers mask them)
+METAL_FUNC uint32_t fa_bytes_pair(uint32_t lo, uint32_t hi, int byte) { return __byte_perm(lo, hi, byte | (4 + byte) << 8); }
 template <typename T, int E, int BYTES = E * sizeof(T)>  // the widest load BYTES are a whole number of
 using fa_chunk_word = cuda::std::conditional_t<BYTES % 16 == 0, uint4, cuda::std::conditional_t<BYTES % 8 == 0, uint2,
     cuda::std::conditional_t<BYTES % 4 == 0, uint, ushort>>>;  // (uint, ushort: a few groups' scales)
@@ -179,16 +177,19 @@ METAL_FUNC void fa_accs_as_b16(F p0, F p1, int lane, B& b) {
     b.e[e] = fa_acc_from(e < 2 ? p0 : p1, 4 * (2 * (lane & 3) + e % 2) + (lane >> 3), lane);
   }
 }
-// fa_mma2_16 for a `b` of any float values (fa_frag16f), as two parts in T, hi = T(b) and
-// lo = T(b - hi): 16 of float's 24 bits in bf16, 22 in f16 (whose range the caller keeps b in).
-template <typename T, typename F, typename F16, typename B>
+// fa_mma2_16 for a `b` of any float values (fa_frag16f) as PARTS parts in T, each of what the ones
+// before left, smallest first: bf16 keeps 16 of float's 24 bits in two, 24 in three; f16 22 in two.
+template <typename T, int PARTS = 2, typename F, typename F16, typename B>
 METAL_FUNC void fa_mma2_16_any_b(F& d0, F& d1, F16 a0, F16 a1, B b, F c0, F c1) {
-  F16 hi = {}, lo = {};
+  F16 part[PARTS] = {};
   for (int e = 0; e < 4; ++e) {
-    const T h = T(b.e[e]), l = T(b.e[e] - float(h));
-    hi.w[e / 2] |= uint32_t(as_type<ushort>(h)) << (16 * (e % 2));
-    lo.w[e / 2] |= uint32_t(as_type<ushort>(l)) << (16 * (e % 2));
+    for (int k = 0; k < PARTS; ++k) {
+      const T x = T(b.e[e]);
+      b.e[e] -= float(x);
+      part[k].w[e / 2] |= uint32_t(as_type<ushort>(x)) << (16 * (e % 2));
+    }
   }
-  fa_mma2_16<T>(d0, d1, a0, a1, lo, c0, c1);
-  fa_mma2_16<T>(d0, d1, a0, a1, hi, d0, d1);
+  for (int k = PARTS - 1; k >= 0; --k) {
+    fa_mma2_16<T>(d0, d1, a0, a1, part[k], k == PARTS - 1 ? c0 : d0, k == PARTS - 1 ? c1 : d1);
+  }
 }

@@ -301,8 +301,8 @@ METAL_FUNC void fa_accs_as_b16(fa_frag p0, fa_frag p1, int lane, thread fa_frag1
   b = fa_frag16f{{p0.e[0], p0.e[1], p1.e[0], p1.e[1]}};
 }
 // fa_mma2_16 for a `b` of any float values (fa_frag16f): here two products in float, as
-// fa_mma2_16's.
-template <typename T>
+// fa_mma2_16's (PARTS: how many 16-bit parts of b cuda_compat.h's form takes).
+template <typename T, int PARTS = 2>
 METAL_FUNC void fa_mma2_16_any_b(thread fa_frag& d0, thread fa_frag& d1, fa_frag16 a0, fa_frag16 a1, fa_frag16f b,
                                  fa_frag c0, fa_frag c1) {
   for (int kh = 0; kh < 2; ++kh) {

@@ -17,8 +17,10 @@
 //   Output O^T += V_G^T P_G^T for each V group G: the codes against the weights scaled by the
 //   group's scale of their key, a float operand; the bias term sum(p * bias) apart. The codes
 //   in bf16 (OUT_MANTISSA != 0: k = 16, a word pairs two keys of one dim, fa_code_pair_keys)
-//   against the weights of the whole 16-key tile (fa_accs_as_b16, fa_mma2_16_any_b: two bf16
-//   parts, float's range); else in 32-bit operands (tf32, k = 8, fa_acc_as_b, fa_mma2_any_b).
+//   against the weights of the whole 16-key tile (fa_accs_as_b16, fa_mma2_16_any_b: three bf16
+//   parts, float's range and its 24 bits: a weight times its key's scale can be any float, and
+//   two parts' 16 bits broke the parity bound where a row's output cancels to near 0); else in
+//   32-bit operands (tf32, k = 8, fa_acc_as_b, fa_mma2_any_b).
 //   Dims are permuted within a group (fa_qmma_score_dim(16) / fa_qmma_out_dim), so that a lane's
 //   codes of a group are one run of words; the output goes back in D's order.
 // Plain K/V are the same schedule with one group the width of D and no codes: a lane's K words
@@ -449,7 +451,7 @@ for (int pass = 0; pass < 2; ++pass) {
                                                                 (i + t) % TILES_PER_GROUP, out_pair_one);
           }
         }
-        fa_mma2_16_any_b<OT>(out_frag[i], out_frag[i + 1], v16[0], v16[1], weights[g], out_frag[i], out_frag[i + 1]);
+        fa_mma2_16_any_b<OT, 3>(out_frag[i], out_frag[i + 1], v16[0], v16[1], weights[g], out_frag[i], out_frag[i + 1]);
       }
     } else {
       fa_frag weights[GROUPS][2];
