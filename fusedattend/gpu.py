@@ -130,9 +130,11 @@ MMA_OFFSETS32 = True
 SCORES16 = True
 # The quantized matrix kernel's output products on 16-bit operands (out_mantissa): V codes as
 # bf16 1 + c / 2^bits, a word pairing two keys of one dim (one byte permute and a shift and a
-# logic op make two), against the weights as two bf16 parts (float's range, 16 of its 24 bits),
-# m16n8k16 over the whole 16-key tile on NVIDIA. False keeps 32-bit operands (tf32, one code an
-# operand, two products of k = 8 a tile) always (for comparisons and tests).
+# logic op make two), against the weights as three bf16 parts (float's range and its 24 bits),
+# m16n8k16 over the whole 16-key tile on NVIDIA. H200, chained and cold, 4-bit µs against tf32
+# (docs/h200/out16/three-parts/, 2026-11-30): B = 32, S = 8192: 245.4 / 261.4; B = 8,
+# S = 32768: 202.2 / 211.6; B = 32, S = 32768: 733.8 / 746.0. False keeps 32-bit operands (tf32,
+# one code an operand, two products of k = 8 a tile) always (for comparisons and tests).
 OUT16 = True
 
 # CUDA only: threadgroups an SM that ptxas must make room for (__launch_bounds__, through
