@@ -21,8 +21,8 @@ from tests import oracle
 from tests.kernels.cpu_emulator import compiler_available, emulated_gpu
 from tests.kernels.gpu_constants import gpu_constants
 from tests.property.strategies import (
-    attention_cases, edge_case, examples, pinned, pinned_cases, pinned_layered_cases, pinned_quantized_cases,
-    quantized_cases, run_case, to_np,
+    attention_cases, cancelling_case, edge_case, examples, pinned, pinned_cases, pinned_layered_cases,
+    oracle_of, pinned_quantized_cases, quantized_cases, run_case, to_np,
 )
 from tests.property.test_batch_invariance import _check_layers, _check_requests
 from tests.property.test_mask_semantics import check_hidden_garbage, check_quantized_hidden_garbage
@@ -258,39 +258,20 @@ def test_emulated_plain_matrices_keep_small_weights_in_f16(single_pass_max_s, la
     assert mx.allclose(out.astype(mx.float32), want, rtol=2e-3, atol=0).item(), (out[0, 0, 0, :4], want[0, 0, 0, :4])
 
 
-def _cancelling_values(D, seed=0):
-    """4-bit V of two keys whose rows cancel: codes c and 15 - c, scale 1/8, bias -15/16 (all
-    exact in bf16), so v_1 = -v_0 exactly; K codes at random, scale 1/100."""
-    rng = np.random.default_rng(seed)
-    c0 = rng.integers(0, 16, size=D)
-
-    def packed(codes):  # (S, D) codes -> (1, 1, S, D / 8) words, element i at bits 4 i
-        c = codes.reshape(codes.shape[0], -1, 8).astype(np.uint32)
-        return mx.array((c << (4 * np.arange(8, dtype=np.uint32))).sum(-1).astype(np.uint32))[None, None]
-
-    def params(scale, bias):
-        return mx.full((1, 1, 2, 1), scale, dtype=mx.bfloat16), mx.full((1, 1, 2, 1), bias, dtype=mx.bfloat16)
-
-    k = (packed(rng.integers(0, 16, size=(2, D))), *params(0.01, 0.0))
-    v = (packed(np.stack([c0, 15 - c0])), *params(0.125, -0.9375))
-    return k, v
-
-
 @pytest.mark.parametrize("q_scale", [0.02, 0.07, 0.12])
 def test_emulated_quantized_output_keeps_float_accuracy(q_scale):
     """The 4-bit output's weights (a softmax weight times its key's V scale: any float) reach the
     16-bit products as bf16 parts on NVIDIA. Two keys whose V rows cancel, with nearly equal
-    weights, give an output near 0, where the parity bound is its float32 part alone: two parts'
-    16 bits exceeded it in each of these cases (err/tol 1.25, 1.04, 1.17), three keep float's 24."""
-    D = 64
-    k, v = _cancelling_values(D)
-    q = mx.array(np.random.default_rng(1).standard_normal((1, 8, 1, D)) * q_scale).astype(mx.bfloat16)
+    weights, give an output near 0, where the parity bound is its float32 part alone
+    (strategies.cancelling_case): two parts' 16 bits exceeded it in each of these cases (err/tol
+    1.25, 1.04, 1.17), three keep float's 24."""
+    case = cancelling_case(q_scale)
     with emulated_gpu("nvidia"):
         assert gpu.out_mantissa(4) != 0
-        out = fa.quantized_decode_attention(q, k, v, bits=4, group_size=64, backend="cuda")
-    dequantized = [oracle.dequantize(to_np(c), to_np(s), to_np(b), bits=4, group_size=64) for c, s, b in (k, v)]
-    want, stats = oracle.attention(to_np(q), *dequantized, stats=True)
-    ratio, err = oracle.compare(to_np(out), want, oracle.parity_tolerance(want, stats, "bfloat16", D))
+        out = run_case(case, "cuda")
+    expected, stats = oracle_of(case)
+    tol = oracle.parity_tolerance(expected, stats, case.dtype_name, case.dims[-1])
+    ratio, err = oracle.compare(to_np(out), expected, tol)
     assert ratio <= 1.0, f"max err {err:.3g} is {ratio:.3g}x the tolerance"
 
 

@@ -430,7 +430,30 @@ def pinned_quantized_cases():
         edge_case(S=1025, H_q=4, H_kv=4, bits=8, group_size=128, key_ranges=[[3, 1000], [0, 1]]),
         edge_case(S=130, D=64, bits=4, group_size=32, layout="cache", mask="bool_hidden_row"),
         edge_case(S=130, bits=4, group_size=64, layout="strided", key_ranges=[[5, 120], [0, 130]]),
+        cancelling_case(),
     ]
+
+
+def cancelling_case(q_scale=0.02, D=64, seed=0):
+    """4-bit K/V of two keys whose V rows cancel exactly (codes c and 15 - c, scale 1/8, bias
+    -15/16, all exact in bf16), small bf16 queries (nearly equal weights): the output is near 0,
+    where the parity bound is its float32 part alone, so the output's weights need float's
+    accuracy (two bf16 parts of them broke it; docs/gpu.md)."""
+    rng = np.random.default_rng(seed)
+
+    def packed(codes):  # (S, D) 4-bit codes -> (1, 1, S, D / 8) words, element i at bits 4 i
+        c = codes.reshape(codes.shape[0], -1, 8).astype(np.uint32)
+        return mx.array((c << (4 * np.arange(8, dtype=np.uint32))).sum(-1).astype(np.uint32))[None, None]
+
+    def params(scale, bias):
+        return mx.full((1, 1, 2, 1), scale, dtype=mx.bfloat16), mx.full((1, 1, 2, 1), bias, dtype=mx.bfloat16)
+
+    c0 = rng.integers(0, 16, size=D)
+    k = (packed(rng.integers(0, 16, size=(2, D))), *params(0.01, 0.0))
+    v = (packed(np.stack([c0, 15 - c0])), *params(0.125, -0.9375))
+    q = to_mx(np.random.default_rng(seed + 1).standard_normal((1, 8, 1, D)) * q_scale, mx.bfloat16)
+    return Case(q, k, v, dtype=mx.bfloat16, bits=4, group_size=64, seed=seed,
+                info={"pinned": True, "cancelling": q_scale})
 
 
 # --------------------------------------------------------------------------------------------
