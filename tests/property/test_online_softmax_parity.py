@@ -20,6 +20,7 @@ Tolerance (tests.oracle.parity_tolerance), per output element:
 
 import numpy as np
 from hypothesis import given, target
+from hypothesis.control import currently_in_test_context
 
 from tests import oracle
 from tests.property.strategies import (
@@ -37,7 +38,8 @@ def check_parity(case, backend):
     expected, stats = oracle_of(case)
     tol = oracle.parity_tolerance(expected, stats, case.dtype_name, case.dims[-1])
     ratio, err = oracle.compare(to_np(out), expected, tol)
-    target(min(ratio, 1e6), label="err/tol")
+    if currently_in_test_context():  # (also called from plain tests: tests/kernels)
+        target(min(ratio, 1e6), label="err/tol")
     assert ratio <= 1.0, f"max err {err:.3g} is {ratio:.3g}x the tolerance: {case}"
 
 
