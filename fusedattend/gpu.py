@@ -34,7 +34,7 @@ SIMDGROUPS = 4
 # 4-bit with 2 (4 threadgroups of 2 warps an SM, twice the tiles a warp) 170 / 295 / 741 against
 # 201 / 354 / 773 with 4, B = 8 3-9% faster, B = 1 within the noise (geometric mean over B = 1,
 # 8, 32 x S = 2048, 8192, 32768: 183.5 against 194.4); 1 was slower at B = 1 (170 against 148 at
-# S = 32768). Plain K/V (which take the matrix kernel at S >= 8192) keep 4: with 2 and 1, B = 1,
+# S = 32768). Plain K/V (which take the matrix kernel at S >= PLAIN_LONG_BLOCKS_FROM_S) keep 4: with 2 and 1, B = 1,
 # S = 32768 took 125 and 145 µs against 115, B = 8 and 32 within 2%.
 QUANTIZED_MMA_SIMDGROUPS = 2
 PLAIN_MMA_SIMDGROUPS = 4
@@ -67,15 +67,17 @@ MIN_BLOCK, MAX_BLOCK = 256, 1024
 TARGET_BLOCKS = 32
 # Plain K/V that the matrix kernel can take (f16 / bf16, D a multiple of 32 up to 128: _uses_mma)
 # take blocks of MAX_BLOCK keys from this S on, and with them that kernel: its long blocks draw
-# the bandwidth where decode_attention.metal's 256-key blocks are bound by their instruction stream. H200, chained and cold, 6 rounds, bf16 µs,
-# TARGET_BLOCKS' blocks against 1024 keys (docs/h200/long-blocks/sweep-blocks-6r.log,
-# 2026-11-30): S = 8192, B = 1 / 8 / 32: 54.1 / 126.8 / 354.0 against 54.3 / 114.6 / 308.4;
-# S = 16384, B = 1 / 32: 71.9 / 609.5 against 65.7 / 558.7. At S = 4096 blocks of 512 keys lost
-# at B = 1 (49.2 against 53.7) and gained 3-7% at B = 8 and 32: below 8192 blocks stay as they
-# were. Quantized K/V keep TARGET_BLOCKS: there 1024-key blocks lost at B = 1 (S = 8192: 56.7
-# against 72.0; S = 16384: 71.7 against 82.2), however much they gained at B = 8 and 32. Like the
-# block itself this depends on S and the format, never on B or NL.
-PLAIN_LONG_BLOCKS_FROM_S = 8192
+# the bandwidth where decode_attention.metal's 256-key blocks are bound by their instruction
+# stream. H200, chained and cold, bf16 µs, 256-key blocks against 1024 (2026-11-30):
+# S = 8192, B = 1 / 8 / 32: 54.1 / 126.8 / 354.0 against 54.3 / 114.6 / 308.4 (6 rounds,
+# docs/h200/long-blocks/sweep-blocks-6r.log); S = 4096: 56.8 / 81.3 / 200.8 against
+# 47.3 / 75.7 / 177.2, S = 5000 to 7000 7-17% faster at B = 8 and 32, B = 1 within its noise
+# (5 rounds, docs/h200/long-from-4096/). At S = 2560 and 3072 B = 1 lost (46.7 and 50.0
+# against 55.6 and 58.1: 3 blocks a row or fewer) and B = 32 gained at most 9%: below 4096
+# blocks stay as they were. Quantized K/V keep TARGET_BLOCKS: there 1024-key blocks lost at B = 1
+# (S = 8192: 56.7 against 72.0; S = 16384: 71.7 against 82.2), however much they gained at B = 8
+# and 32. Like the block itself this depends on S and the format, never on B or NL.
+PLAIN_LONG_BLOCKS_FROM_S = 4096
 MAX_GRID_Z = 65535  # CUDA's limit on gridDim.z (the layer x request axis)
 
 

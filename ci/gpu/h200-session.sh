@@ -32,7 +32,7 @@ grid=(tests/parity/test_grids.py::test_grid_a_decode_guard tests/parity/test_qua
 grid_b=(tests/parity/test_grids.py::test_grid_b_mlx_decode_shapes)
 pinned_layouts=(tests/property/test_online_softmax_parity.py::test_quantized_matches_oracle
                 tests/property/test_batch_invariance.py::test_quantized_batch_equals_per_request)
-# Plain K/V take decode_mma.metal's split blocks only from 1024 keys (S > 16384), past the grids:
+# Plain K/V take decode_mma.metal's split blocks only in 1024-key blocks (S >= 4096), past the grids:
 # the schedule tests' "split_mma" path gives them blocks of any length. The grids' 4-bit cases
 # take one block; test_quantized_block_edges (S = 4097) splits them, and test_quantized_scale_layouts
 # reads scales the packed loads cannot take (test_quantized_group_counts: 1, 3 and 4 groups a row).
