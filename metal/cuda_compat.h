@@ -11,8 +11,7 @@
 #define __global__ __location__(global) __launch_bounds__(FA_LAUNCH_BOUNDS)
 #endif
 
-typedef unsigned int uint;
-typedef unsigned short ushort;
+typedef unsigned int uint; typedef unsigned short ushort;
 
 // Address spaces: CUDA has one generic space for pointers; threadgroup arrays are __shared__.
 // `device` and `constant` cannot be macros here (CUDA spells __device__ and __constant__ through
@@ -102,10 +101,9 @@ METAL_FUNC void fa_load_chunk(const T* p, int64_t step, bool packed, fa_chunk<T,
   }
 }
 
-// decode_attention.h's simdgroup matrix products as mma.sync m16n8k8 in tf32: a0 / c0 rows 0..7,
-// a1 / c1 rows 8..15. Lane (g, t) = (lane / 4, lane % 4) holds A (g, t + 4j), B (t + 4j, g) and
-// accumulator (g, 2t + j). tf32 keeps 10 mantissa bits: exact for f16 / bf16 values and small
-// integers; fa_mma2_any_b splits `b` into two tf32 parts (a product within 2^-21 of float's).
+// decode_attention.h's simdgroup matrix products as mma.sync m16n8k8 in tf32 (10 mantissa bits: exact for
+// f16 / bf16 values and small integers; fa_mma2_any_b: `b` as two tf32 parts, within 2^-21 of float's). a0 / c0
+// rows 0..7, a1 / c1 8..15; lane (g, t) = (lane / 4, lane % 4) holds A (g, t + 4j), B (t + 4j, g), acc (g, 2t + j).
 #define FA_HAVE_MMA
 #define FA_FRAG_COL_XOR0 4
 #define FA_FRAG_COL_XOR1 8
@@ -177,16 +175,18 @@ METAL_FUNC void fa_accs_as_b16(F p0, F p1, int lane, B& b) {
     b.e[e] = fa_acc_from(e < 2 ? p0 : p1, 4 * (2 * (lane & 3) + e % 2) + (lane >> 3), lane);
   }
 }
-// fa_mma2_16 for a `b` of any float values (fa_frag16f) as PARTS parts in T, each of what the ones
-// before left, smallest first: bf16 keeps 16 of float's 24 bits in two, 24 in three; f16 22 in two.
+// fa_mma2_16 for a `b` of any float values (fa_frag16f) as PARTS parts in T, smallest first: two
+// rounded (16 of float's 24 bits in bf16, 22 in f16), or (T bf16 only) all 24 as three top halves of
+// what is left: exact, and fewer instructions than rounding.
 template <typename T, int PARTS = 2, typename F, typename F16, typename B>
 METAL_FUNC void fa_mma2_16_any_b(F& d0, F& d1, F16 a0, F16 a1, B b, F c0, F c1) {
   F16 part[PARTS] = {};
   for (int e = 0; e < 4; ++e) {
     for (int k = 0; k < PARTS; ++k) {
+      const uint32_t top = PARTS == 3 ? as_type<uint32_t>(b.e[e]) & 0xFFFF0000u : 0u;
       const T x = T(b.e[e]);
-      b.e[e] -= float(x);
-      part[k].w[e / 2] |= uint32_t(as_type<ushort>(x)) << (16 * (e % 2));
+      b.e[e] -= PARTS == 3 ? as_type<float>(top) : float(x);
+      part[k].w[e / 2] |= PARTS == 3 ? (e % 2 ? top : top >> 16) : uint32_t(as_type<ushort>(x)) << (16 * (e % 2));
     }
   }
   for (int k = PARTS - 1; k >= 0; --k) {
