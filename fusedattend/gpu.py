@@ -34,8 +34,8 @@ SIMDGROUPS = 4
 # 4-bit with 2 (4 threadgroups of 2 warps an SM, twice the tiles a warp) 170 / 295 / 741 against
 # 201 / 354 / 773 with 4, B = 8 3-9% faster, B = 1 within the noise (geometric mean over B = 1,
 # 8, 32 x S = 2048, 8192, 32768: 183.5 against 194.4); 1 was slower at B = 1 (170 against 148 at
-# S = 32768). Plain K/V (which take the matrix kernel at S >= PLAIN_LONG_BLOCKS_FROM_S) keep 4: with 2 and 1, B = 1,
-# S = 32768 took 125 and 145 µs against 115, B = 8 and 32 within 2%.
+# S = 32768). Plain K/V (which take the matrix kernel from PLAIN_LONG_BLOCKS_FROM_S on) keep 4:
+# with 2 and 1, B = 1, S = 32768 took 125 and 145 µs against 115, B = 8 and 32 within 2%.
 QUANTIZED_MMA_SIMDGROUPS = 2
 PLAIN_MMA_SIMDGROUPS = 4
 # A single-pass threadgroup streams all S keys of its rows alone: more simdgroups keep more keys
