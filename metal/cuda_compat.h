@@ -45,6 +45,11 @@ METAL_FUNC float fa_exp2(float x) {
   return y;
 }
 
+// A kv head's row pointer held whole in registers: otherwise the compiler adds the row's 64-bit
+// offset into every key's address (5 instructions a key; 1 from the pointer). Loads stay global.
+#define FA_HAVE_PIN
+template <typename P> METAL_FUNC P fa_pin(P p) { asm("" : "+l"(p)); __builtin_assume(__isGlobal(p)); return p; }
+
 // Metal's bit cast.
 template <typename To, typename From>
 METAL_FUNC To as_type(From x) {

@@ -64,6 +64,11 @@ METAL_FUNC uint32_t fa_chunks_word(thread const fa_chunk<T, E>& lo, thread const
 #endif
 
 // 2^x, exactly 0 at x = -inf: a hidden key's weight must be 0, not merely tiny.
+// A pointer the compiler keeps whole (on CUDA: cuda_compat.h); here as it is.
+#ifndef FA_HAVE_PIN
+template <typename P> METAL_FUNC P fa_pin(P p) { return p; }
+#endif
+
 #ifndef FA_HAVE_EXP2
 METAL_FUNC float fa_exp2(float x) {
   return x == -INFINITY ? 0.0f : metal::exp2(x);
@@ -135,14 +140,21 @@ struct fa_code_chunk {
   }
 };
 
-// Fills `out` with run `chunk` of a row: `codes` points at the row's first word, words `step`
-// apart; `one` is 1.0f's bits as the kernel read them.
+// Element `index` of a key's row at `key_at` (fa_key_offset), elements `step` apart; `narrow`
+// (fa_narrow_rows): the whole offset in 32 bits, one multiply-add from the key.
+METAL_FUNC int64_t fa_element_offset(bool narrow, int64_t key_at, int index, int64_t step) {
+  return narrow ? int64_t(int(key_at) + index) : key_at + index * step;
+}
+
+// Fills `out` with run `chunk` of a key's row at `key_at` of `codes` (fa_element_offset); `one` is
+// 1.0f's bits as the kernel read them.
 template <int E, int BITS, typename CodePtr>
-METAL_FUNC void fa_load_codes(CodePtr codes, int64_t step, int chunk, uint32_t one, thread fa_code_chunk<E, BITS>& out) {
+METAL_FUNC void fa_load_codes(CodePtr codes, int64_t key_at, int64_t step, bool narrow, int chunk, uint32_t one,
+                              thread fa_code_chunk<E, BITS>& out) {
   constexpr int PER_WORD = fa_code_chunk<E, BITS>::PER_WORD;
   const int first = chunk * E;
   for (int w = 0; w < fa_code_chunk<E, BITS>::WORDS; ++w) {
-    out.words[w] = codes[(first / PER_WORD + w) * step];
+    out.words[w] = codes[fa_element_offset(narrow, key_at, first / PER_WORD + w, step)];
   }
   out.first_bit = (first % PER_WORD) * BITS;
   out.one = one;
@@ -445,21 +457,21 @@ METAL_FUNC void fa_qmma_load_tile(
     fa_load_chunk<GROUPS>(kb_row + kb_at, fa_element_step(narrow, k_biases_strides), narrow, t.k_bias[h]);
     fa_load_chunk<GROUPS>(vb_row + vb_at, fa_element_step(narrow, v_biases_strides), narrow, t.v_bias[h]);
     fa_load_chunk<GROUPS>(vs_row + vs_at, fa_element_step(narrow, v_scales_strides), narrow, t.v_row_scale[h]);
-    const auto k_codes = k_row + fa_key_offset(narrow, k_codes_strides, row_key);
+    const int64_t k_at = fa_key_offset(narrow, k_codes_strides, row_key);
     #pragma unroll
     for (int j = 0; j < 2; ++j) {
       const int col_key = metal::min(first + (OUT16 ? fa_frag16_k_a(lane, 2 * h + j) : h * HALF_KEYS + fa_frag_col_a(lane, j)), last);
       const int b_key = metal::min(first + (OUT16 ? fa_frag16_k_b(lane, 2 * h + j) : h * HALF_KEYS + fa_frag_row_b(lane, j)), last);
-      const auto v_codes = v_row + fa_key_offset(narrow, v_codes_strides, col_key);
+      const int64_t v_at = fa_key_offset(narrow, v_codes_strides, col_key);
       const int64_t b_at = fa_key_offset(narrow, v_scales_strides, b_key);
       #pragma unroll
       for (int g = 0; g < GROUPS; ++g) {
         if (j < K_RUNS) {
-          fa_load_codes<SCORE_RUN, BITS>(k_codes, fa_element_step(narrow, k_codes_strides),
-                                         g * 4 + fa_qmma_k_run<K_RUNS>(lane, j), one, t.k_codes[h][j][g]);
+          fa_load_codes<SCORE_RUN, BITS>(k_row, k_at, k_codes_strides[4], narrow, g * 4 + fa_qmma_k_run<K_RUNS>(lane, j),
+                                         one, t.k_codes[h][j][g]);
         }
-        fa_load_codes<OUT_RUN, BITS>(v_codes, fa_element_step(narrow, v_codes_strides),
-                                     g * 8 + fa_frag_row(lane), one, t.v_codes[h][j][g]);
+        fa_load_codes<OUT_RUN, BITS>(v_row, v_at, v_codes_strides[4], narrow, g * 8 + fa_frag_row(lane), one,
+                                     t.v_codes[h][j][g]);
       }
       fa_load_chunk<GROUPS>(vs_row + b_at, fa_element_step(narrow, v_scales_strides), narrow, t.v_scale[h][j]);
     }

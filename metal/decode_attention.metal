@@ -207,8 +207,8 @@ for (int first = lo + sg * KEYS_PER_STEP - STEP_STRIDE; first < hi; first += STE
 #endif
     const int j = metal::min(first + STEP_STRIDE + u * SLOTS + slot, last_readable);
 #if FA_QUANTIZED
-    fa_load_codes<E, BITS>(k_row + int64_t(j) * k_codes_strides5[3], k_codes_strides5[4], chunk_read, code_one, k_next[u]);
-    fa_load_codes<E, BITS>(v_row + int64_t(j) * v_codes_strides5[3], v_codes_strides5[4], chunk_read, code_one, v_next[u]);
+    fa_load_codes<E, BITS>(k_row, int64_t(j) * k_codes_strides5[3], k_codes_strides5[4], false, chunk_read, code_one, k_next[u]);
+    fa_load_codes<E, BITS>(v_row, int64_t(j) * v_codes_strides5[3], v_codes_strides5[4], false, chunk_read, code_one, v_next[u]);
     k_scale_next[u] = float(ks_row[int64_t(j) * k_scales_strides5[3]]);
     k_bias_next[u] = float(kb_row[int64_t(j) * k_biases_strides5[3]]);
     v_scale_next[u] = float(vs_row[int64_t(j) * v_scales_strides5[3]]);

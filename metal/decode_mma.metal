@@ -225,12 +225,12 @@ for (int i = 0; i < TILES; ++i) {
 }
 
 #if FA_QUANTIZED
-const auto k_row = k_codes + layer * k_codes_strides5[0] + request * k_codes_strides5[1] + kv_head * k_codes_strides5[2];
-const auto v_row = v_codes + layer * v_codes_strides5[0] + request * v_codes_strides5[1] + kv_head * v_codes_strides5[2];
-const auto ks_row = k_scales + layer * k_scales_strides5[0] + request * k_scales_strides5[1] + kv_head * k_scales_strides5[2];
-const auto kb_row = k_biases + layer * k_biases_strides5[0] + request * k_biases_strides5[1] + kv_head * k_biases_strides5[2];
-const auto vs_row = v_scales + layer * v_scales_strides5[0] + request * v_scales_strides5[1] + kv_head * v_scales_strides5[2];
-const auto vb_row = v_biases + layer * v_biases_strides5[0] + request * v_biases_strides5[1] + kv_head * v_biases_strides5[2];
+const auto k_row = fa_pin(k_codes + layer * k_codes_strides5[0] + request * k_codes_strides5[1] + kv_head * k_codes_strides5[2]);
+const auto v_row = fa_pin(v_codes + layer * v_codes_strides5[0] + request * v_codes_strides5[1] + kv_head * v_codes_strides5[2]);
+const auto ks_row = fa_pin(k_scales + layer * k_scales_strides5[0] + request * k_scales_strides5[1] + kv_head * k_scales_strides5[2]);
+const auto kb_row = fa_pin(k_biases + layer * k_biases_strides5[0] + request * k_biases_strides5[1] + kv_head * k_biases_strides5[2]);
+const auto vs_row = fa_pin(v_scales + layer * v_scales_strides5[0] + request * v_scales_strides5[1] + kv_head * v_scales_strides5[2]);
+const auto vb_row = fa_pin(v_biases + layer * v_biases_strides5[0] + request * v_biases_strides5[1] + kv_head * v_biases_strides5[2]);
 #else
 const auto k_row = k + layer * k_strides5[0] + request * k_strides5[1] + kv_head * k_strides5[2];
 const auto v_row = v + layer * v_strides5[0] + request * v_strides5[1] + kv_head * v_strides5[2];
