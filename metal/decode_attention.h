@@ -435,11 +435,13 @@ METAL_FUNC int fa_qmma_k_run(int lane, int j) {
 }
 
 // Fills `t` with the tile of keys first .. first + 15; `*_row` point at the kv head's rows, and
-// keys past `last` are read as `last`. `narrow` (fa_narrow_rows of the codes and of K's scales,
-// the four scale and bias arrays with the same strides, each one's rows fa_packed_rows): one key
-// offset serves those four, and a key's groups load whole.
-template <bool OUT16, int GROUPS, int SCORE_RUN, int OUT_RUN, int BITS, typename ST, int K_RUNS, typename CodePtr,
-          typename ScalePtr, typename Strides>
+// keys past `last` are read as `last`. KEYS: the part the scores and the softmax use (K codes, the
+// row key's scales and biases); else the part the output uses (V codes, the B elements' V scales).
+// `narrow` (fa_narrow_rows of the codes and of K's scales, the four scale and bias arrays with the
+// same strides, each one's rows fa_packed_rows): one key offset serves those four, and a key's
+// groups load whole.
+template <bool OUT16, bool KEYS, int GROUPS, int SCORE_RUN, int OUT_RUN, int BITS, typename ST, int K_RUNS,
+          typename CodePtr, typename ScalePtr, typename Strides>
 METAL_FUNC void fa_qmma_load_tile(
     thread fa_qmma_tile<GROUPS, SCORE_RUN, OUT_RUN, BITS, ST, K_RUNS>& t, bool narrow, int first, int last, int lane,
     uint32_t one, CodePtr k_row, Strides k_codes_strides, CodePtr v_row, Strides v_codes_strides,
@@ -448,32 +450,39 @@ METAL_FUNC void fa_qmma_load_tile(
   constexpr int HALF_KEYS = 8;
   #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int row_key = metal::min(first + h * HALF_KEYS + fa_frag_row(lane), last);
-    const int64_t ks_at = fa_key_offset(narrow, k_scales_strides, row_key);
-    const int64_t kb_at = narrow ? ks_at : fa_key_offset(narrow, k_biases_strides, row_key);
-    const int64_t vs_at = narrow ? ks_at : fa_key_offset(narrow, v_scales_strides, row_key);
-    const int64_t vb_at = narrow ? ks_at : fa_key_offset(narrow, v_biases_strides, row_key);
-    fa_load_chunk<GROUPS>(ks_row + ks_at, fa_element_step(narrow, k_scales_strides), narrow, t.k_scale[h]);
-    fa_load_chunk<GROUPS>(kb_row + kb_at, fa_element_step(narrow, k_biases_strides), narrow, t.k_bias[h]);
-    fa_load_chunk<GROUPS>(vb_row + vb_at, fa_element_step(narrow, v_biases_strides), narrow, t.v_bias[h]);
-    fa_load_chunk<GROUPS>(vs_row + vs_at, fa_element_step(narrow, v_scales_strides), narrow, t.v_row_scale[h]);
-    const int64_t k_at = fa_key_offset(narrow, k_codes_strides, row_key);
-    #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int col_key = metal::min(first + (OUT16 ? fa_frag16_k_a(lane, 2 * h + j) : h * HALF_KEYS + fa_frag_col_a(lane, j)), last);
-      const int b_key = metal::min(first + (OUT16 ? fa_frag16_k_b(lane, 2 * h + j) : h * HALF_KEYS + fa_frag_row_b(lane, j)), last);
-      const int64_t v_at = fa_key_offset(narrow, v_codes_strides, col_key);
-      const int64_t b_at = fa_key_offset(narrow, v_scales_strides, b_key);
+    if (KEYS) {
+      const int row_key = metal::min(first + h * HALF_KEYS + fa_frag_row(lane), last);
+      const int64_t ks_at = fa_key_offset(narrow, k_scales_strides, row_key);
+      const int64_t kb_at = narrow ? ks_at : fa_key_offset(narrow, k_biases_strides, row_key);
+      const int64_t vs_at = narrow ? ks_at : fa_key_offset(narrow, v_scales_strides, row_key);
+      const int64_t vb_at = narrow ? ks_at : fa_key_offset(narrow, v_biases_strides, row_key);
+      fa_load_chunk<GROUPS>(ks_row + ks_at, fa_element_step(narrow, k_scales_strides), narrow, t.k_scale[h]);
+      fa_load_chunk<GROUPS>(kb_row + kb_at, fa_element_step(narrow, k_biases_strides), narrow, t.k_bias[h]);
+      fa_load_chunk<GROUPS>(vb_row + vb_at, fa_element_step(narrow, v_biases_strides), narrow, t.v_bias[h]);
+      fa_load_chunk<GROUPS>(vs_row + vs_at, fa_element_step(narrow, v_scales_strides), narrow, t.v_row_scale[h]);
+      const int64_t k_at = fa_key_offset(narrow, k_codes_strides, row_key);
       #pragma unroll
-      for (int g = 0; g < GROUPS; ++g) {
-        if (j < K_RUNS) {
+      for (int j = 0; j < K_RUNS; ++j) {
+        #pragma unroll
+        for (int g = 0; g < GROUPS; ++g) {
           fa_load_codes<SCORE_RUN, BITS>(k_row, k_at, k_codes_strides[4], narrow, g * 4 + fa_qmma_k_run<K_RUNS>(lane, j),
                                          one, t.k_codes[h][j][g]);
         }
-        fa_load_codes<OUT_RUN, BITS>(v_row, v_at, v_codes_strides[4], narrow, g * 8 + fa_frag_row(lane), one,
-                                     t.v_codes[h][j][g]);
       }
-      fa_load_chunk<GROUPS>(vs_row + b_at, fa_element_step(narrow, v_scales_strides), narrow, t.v_scale[h][j]);
+    } else {
+      #pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int col_key = metal::min(first + (OUT16 ? fa_frag16_k_a(lane, 2 * h + j) : h * HALF_KEYS + fa_frag_col_a(lane, j)), last);
+        const int b_key = metal::min(first + (OUT16 ? fa_frag16_k_b(lane, 2 * h + j) : h * HALF_KEYS + fa_frag_row_b(lane, j)), last);
+        const int64_t v_at = fa_key_offset(narrow, v_codes_strides, col_key);
+        #pragma unroll
+        for (int g = 0; g < GROUPS; ++g) {
+          fa_load_codes<OUT_RUN, BITS>(v_row, v_at, v_codes_strides[4], narrow, g * 8 + fa_frag_row(lane), one,
+                                       t.v_codes[h][j][g]);
+        }
+        fa_load_chunk<GROUPS>(vs_row + fa_key_offset(narrow, v_scales_strides, b_key), fa_element_step(narrow, v_scales_strides),
+                              narrow, t.v_scale[h][j]);
+      }
     }
   }
 }

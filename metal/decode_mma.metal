@@ -267,24 +267,25 @@ for (int pass = 0; pass < 2; ++pass) {
     continue;
   }
 #if FA_QUANTIZED
-  fa_qmma_tile<GROUPS, SCORE_RUN, OUT_RUN, BITS, ST, K_RUNS> next_tile;
+  // Each part of the tile is loaded again, for the next tile, right after its last use here: the
+  // K part after the scores, the V part after the output (no copy of a tile from one to the next).
+#define FA_LOAD_PART(KEYS, at) fa_qmma_load_tile<OUT16, KEYS>(now, narrow_pass, at, last_readable, lane, code_one, \
+    k_row, k_codes_strides5, v_row, v_codes_strides5, ks_row, k_scales_strides5, kb_row, k_biases_strides5, vs_row, \
+    v_scales_strides5, vb_row, v_biases_strides5)
+  fa_qmma_tile<GROUPS, SCORE_RUN, OUT_RUN, BITS, ST, K_RUNS> now;
+  FA_LOAD_PART(true, lo + sg * TILE_KEYS);
+  FA_LOAD_PART(false, lo + sg * TILE_KEYS);
+  for (int first = lo + sg * TILE_KEYS; first < hi; first += TILE_STRIDE) {
 #else
   fa_pmma_tile<T, D> next_tile;
-#endif
   for (int first = lo + sg * TILE_KEYS - TILE_STRIDE; first < hi; first += TILE_STRIDE) {
-#if FA_QUANTIZED
-    const fa_qmma_tile<GROUPS, SCORE_RUN, OUT_RUN, BITS, ST, K_RUNS> now = next_tile;
-    fa_qmma_load_tile<OUT16>(next_tile, narrow_pass, first + TILE_STRIDE, last_readable, lane, code_one,
-                      k_row, k_codes_strides5, v_row, v_codes_strides5, ks_row, k_scales_strides5,
-                      kb_row, k_biases_strides5, vs_row, v_scales_strides5, vb_row, v_biases_strides5);
-#else
     fa_pmma_tile<T, D> now = next_tile;
     fa_pmma_load_tile(next_tile, narrow_pass, narrow_pass || packed, first + TILE_STRIDE, last_readable, lane, k_row, k_strides5,
                       v_row, v_strides5);
-#endif
     if (first < lo) {
       continue;  // the first iteration only issues the first tile's loads
     }
+#endif
 #if FA_QUANTIZED
     // Codes read as 1 + c / 2^BITS (fa_code_unit): the scales and biases that undo it.
     float k_unit_scale[2][GROUPS];
@@ -368,6 +369,9 @@ for (int pass = 0; pass < 2; ++pass) {
         score[h][j] = fa_masked_score<MASK>(s * scale, key, hi, last_key[j], mask, mask_row[j], mask_strides);
       }
     }
+#if FA_QUANTIZED
+    FA_LOAD_PART(true, first + TILE_STRIDE);
+#endif
     // Online softmax of each row over the lanes that hold it. The rescale is taken by the whole
     // simdgroup (its products need every lane), only in a tile where some row's max grew.
     float new_max[2];
@@ -483,6 +487,7 @@ for (int pass = 0; pass < 2; ++pass) {
         }
       }
     }
+    FA_LOAD_PART(false, first + TILE_STRIDE);
 #else
     seen = simd_or(seen);
     if (seen != (1u << TILE_KEYS) - 1u) {  // the same in every lane: a branch of the whole simdgroup
