@@ -63,12 +63,12 @@ METAL_FUNC uint32_t fa_chunks_word(thread const fa_chunk<T, E>& lo, thread const
 }
 #endif
 
-// 2^x, exactly 0 at x = -inf: a hidden key's weight must be 0, not merely tiny.
 // A pointer the compiler keeps whole (on CUDA: cuda_compat.h); here as it is.
 #ifndef FA_HAVE_PIN
 template <typename P> METAL_FUNC P fa_pin(P p) { return p; }
 #endif
 
+// 2^x, exactly 0 at x = -inf: a hidden key's weight must be 0, not merely tiny.
 #ifndef FA_HAVE_EXP2
 METAL_FUNC float fa_exp2(float x) {
   return x == -INFINITY ? 0.0f : metal::exp2(x);

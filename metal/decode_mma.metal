@@ -236,11 +236,12 @@ const auto k_row = k + layer * k_strides5[0] + request * k_strides5[1] + kv_head
 const auto v_row = v + layer * v_strides5[0] + request * v_strides5[1] + kv_head * v_strides5[2];
 #endif
 
-// A tile's loads (fa_qmma_tile, fa_pmma_tile), made one tile ahead. Keys past the block are read
-// as its last key (or key 0 when the block is empty) and are scored -inf. Where the arrays allow 32-bit
-// offsets (OFFSETS32 and fa_narrow_rows: rows contiguous, every offset of a head's rows within 32
-// bits, as in mx.quantize's output and the caches sliced from it) a key's address takes two
-// instructions instead of about six. The loop is written once and unrolled into a pass for each
+// A tile's loads (fa_qmma_tile, fa_pmma_tile), made ahead: plain K/V's a tile ahead, quantized
+// K/V's in two parts, each right after its last use. Keys past the block are read as its last key
+// (or key 0 when the block is empty) and are scored -inf. Where the arrays allow 32-bit offsets
+// (OFFSETS32 and fa_narrow_rows: rows contiguous, every offset of a head's rows within 32 bits, as
+// in mx.quantize's output and the caches sliced from it) a key's address takes two instructions
+// instead of about six (quantized: from row pointers held whole, fa_pin). The loop is written once and unrolled into a pass for each
 // value of `narrow`, so that each pass folds it; a branch around the loads inside one loop would
 // let the compiler merge both forms' loads into one, with an address register for each.
 const int last_readable = metal::max(hi, 1) - 1;
@@ -488,6 +489,7 @@ for (int pass = 0; pass < 2; ++pass) {
       }
     }
     FA_LOAD_PART(false, first + TILE_STRIDE);
+#undef FA_LOAD_PART
 #else
     seen = simd_or(seen);
     if (seen != (1u << TILE_KEYS) - 1u) {  // the same in every lane: a branch of the whole simdgroup
