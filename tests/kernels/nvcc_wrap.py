@@ -63,13 +63,16 @@ def nvcc_available():
     return shutil.which("nvcc") is not None
 
 
-def compile_cuda(text, arch="sm_90", options=()):
-    """Compile `text` with nvcc (and `options`, e.g. ("-Xptxas", "-v")); returns (ok, log)."""
+def compile_cuda(text, arch="sm_90", options=(), ptx=False):
+    """Compile `text` with nvcc (and `options`, e.g. ("-Xptxas", "-v")); returns (ok, log), or
+    with `ptx` (ok, log, the PTX text)."""
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "kernel.cu"
         src.write_text(text)
+        out = Path(tmp) / ("k.ptx" if ptx else "k.o")
         proc = subprocess.run(
-            ["nvcc", f"-arch={arch}", "-std=c++17", *options, "-c", str(src), "-o", str(Path(tmp) / "k.o")],
+            ["nvcc", f"-arch={arch}", "-std=c++17", *options, "-ptx" if ptx else "-c", str(src), "-o", str(out)],
             capture_output=True, text=True,
         )
-        return proc.returncode == 0, proc.stdout + proc.stderr
+        ok, log = proc.returncode == 0, proc.stdout + proc.stderr
+        return (ok, log, out.read_text() if ok else "") if ptx else (ok, log)

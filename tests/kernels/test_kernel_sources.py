@@ -213,6 +213,23 @@ def test_quantized_matrix_kernel_bounded_where_its_registers_allow(monkeypatch, 
 
 
 @pytest.mark.skipif(not nvcc_wrap.nvcc_available(), reason="nvcc not installed here")
+@pytest.mark.parametrize("bits", [4, 8])
+def test_quantized_matrix_kernel_loads_are_global(monkeypatch, bits):
+    """The row pointers decode_mma.metal holds whole (cuda_compat.h's fa_pin, an empty asm) keep
+    their address space: every load of codes, scales and biases is ld.global, none generic
+    (which the asm alone would make them, and slower to issue)."""
+    monkeypatch.setattr(gpu, "on_metal", lambda: False)
+    monkeypatch.setattr(gpu, "SINGLE_PASS_MAX_S", 0)
+    launch = gpu.decode_launch(_problem(True, mx.bfloat16, None, 128, bits, 1, 32, 8, group_size=64), quantized=True)
+    assert launch["name"].startswith("fa_quantized_decode_mma")
+    ok, log, ptx = nvcc_wrap.compile_cuda(nvcc_wrap.wrap_launch(launch), ptx=True)
+    assert ok, log
+    loads = re.findall(r"\bld\.[a-z0-9.]+", ptx)
+    generic = sorted({l for l in loads if not l.startswith(("ld.global", "ld.shared", "ld.param", "ld.local"))})
+    assert "ld.global.u32" in loads and not generic, generic
+
+
+@pytest.mark.skipif(not nvcc_wrap.nvcc_available(), reason="nvcc not installed here")
 @pytest.mark.parametrize("dtype", [mx.float32, mx.float16, mx.bfloat16])
 def test_cuda_form_of_merge_kernel_compiles(monkeypatch, dtype):
     monkeypatch.setattr(gpu, "on_metal", lambda: False)
