@@ -241,9 +241,10 @@ const auto v_row = v + layer * v_strides5[0] + request * v_strides5[1] + kv_head
 // (or key 0 when the block is empty) and are scored -inf. Where the arrays allow 32-bit offsets
 // (OFFSETS32 and fa_narrow_rows: rows contiguous, every offset of a head's rows within 32 bits, as
 // in mx.quantize's output and the caches sliced from it) a key's address takes two instructions
-// instead of about six (quantized: from row pointers held whole, fa_pin). The loop is written once and unrolled into a pass for each
-// value of `narrow`, so that each pass folds it; a branch around the loads inside one loop would
-// let the compiler merge both forms' loads into one, with an address register for each.
+// instead of about six (quantized: from row pointers held whole, fa_pin). The loop is written
+// once and unrolled into a pass for each value of `narrow`, so that each pass folds it; a branch
+// around the loads inside one loop would let the compiler merge both forms' loads into one, with
+// an address register for each.
 const int last_readable = metal::max(hi, 1) - 1;
 constexpr int TILE_STRIDE = NSG * TILE_KEYS;
 #if FA_QUANTIZED
