@@ -414,8 +414,8 @@ METAL_FUNC bool fa_same_strides(Strides a, Strides b) {
 // K codes of its A elements (key h * 8 + its row; K_RUNS runs of a group, fa_qmma_k_run) with that
 // key's K and V scales and biases; the V codes of its A elements (32-bit V^T operands: keys
 // h * 8 + its columns; 16-bit ones, OUT16: the keys of its word h, fa_frag16_k_a(lane, 2h + j));
-// the V scales of its B elements' keys (likewise). Scales and biases stay as loaded (fa_chunk) until used: widened
-// to float on arrival, this tile's and the next one's held twice the registers.
+// the V scales of its B elements' keys (likewise). Scales and biases stay as loaded (fa_chunk)
+// until used: widened to float on arrival, they would hold twice the registers while in flight.
 template <int GROUPS, int SCORE_RUN, int OUT_RUN, int BITS, typename ST, int K_RUNS>
 struct fa_qmma_tile {
   fa_code_chunk<SCORE_RUN, BITS> k_codes[2][K_RUNS][GROUPS];  // [half][run][group]

@@ -45,8 +45,8 @@ def test_python_side_holds_no_kernel_code():
 
 def test_compat_header_is_small():
     """Small enough to review by eye: about 100 lines of names, helpers (byte permutes and pinned
-    row pointers among them) and launch bounds, and 85 that map simdgroup matrix products to mma.sync (tf32 and 16-bit
-    operands, accumulators as B operands, a float B as parts)."""
+    row pointers among them) and launch bounds, and 85 that map simdgroup matrix products to
+    mma.sync (tf32 and 16-bit operands, accumulators as B operands, a float B as parts)."""
     lines = [l for l in (ROOT / "metal" / gpu.CUDA_COMPAT).read_text().splitlines() if l.strip()]
     assert len(lines) <= 190
 
