@@ -50,6 +50,11 @@ METAL_FUNC float fa_exp2(float x) {
 #define FA_HAVE_PIN
 template <typename P> METAL_FUNC P fa_pin(P p) { asm("" : "+l"(p)); __builtin_assume(__isGlobal(p)); return p; }
 
+// The 128-byte line holding *p asked into L2 ahead of its loads (fa_qmma_prefetch_tile): a hint
+// that holds no register and that no instruction waits on.
+#define FA_HAVE_PREFETCH
+template <typename P> METAL_FUNC void fa_prefetch(P p) { asm volatile("prefetch.global.L2 [%0];" : : "l"(p)); }
+
 // Metal's bit cast.
 template <typename To, typename From>
 METAL_FUNC To as_type(From x) {

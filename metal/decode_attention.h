@@ -68,6 +68,11 @@ METAL_FUNC uint32_t fa_chunks_word(thread const fa_chunk<T, E>& lo, thread const
 template <typename P> METAL_FUNC P fa_pin(P p) { return p; }
 #endif
 
+// A hint that *p will be loaded soon (on CUDA: cuda_compat.h); here nothing.
+#ifndef FA_HAVE_PREFETCH
+template <typename P> METAL_FUNC void fa_prefetch(P p) {}
+#endif
+
 // 2^x, exactly 0 at x = -inf: a hidden key's weight must be 0, not merely tiny.
 #ifndef FA_HAVE_EXP2
 METAL_FUNC float fa_exp2(float x) {
@@ -485,6 +490,24 @@ METAL_FUNC void fa_qmma_load_tile(
       }
     }
   }
+}
+
+// Asks for the tile of keys first .. first + 15 (past `last` read as `last`) ahead of its loads
+// (fa_prefetch), so that they wait on L2, not on device memory: lane l takes key l % 16, the first
+// and the last word of its row of K (l < 16) or V codes, and its row of K or V scales and biases.
+template <int ROW_WORDS, typename CodePtr, typename ScalePtr, typename Strides>
+METAL_FUNC void fa_qmma_prefetch_tile(bool narrow, int first, int last, int lane, CodePtr k_row, Strides k_codes_strides,
+                                      CodePtr v_row, Strides v_codes_strides, ScalePtr ks_row, Strides k_scales_strides,
+                                      ScalePtr kb_row, Strides k_biases_strides, ScalePtr vs_row, Strides v_scales_strides,
+                                      ScalePtr vb_row, Strides v_biases_strides) {
+  const int key = metal::min(first + lane % 16, last);
+  const bool of_k = lane < 16;
+  const Strides codes_strides = of_k ? k_codes_strides : v_codes_strides;
+  const CodePtr codes = (of_k ? k_row : v_row) + fa_key_offset(narrow, codes_strides, key);
+  fa_prefetch(codes);
+  fa_prefetch(codes + fa_element_offset(narrow, 0, ROW_WORDS - 1, fa_element_step(narrow, codes_strides)));
+  fa_prefetch((of_k ? ks_row : vs_row) + fa_key_offset(narrow, of_k ? k_scales_strides : v_scales_strides, key));
+  fa_prefetch((of_k ? kb_row : vb_row) + fa_key_offset(narrow, of_k ? k_biases_strides : v_biases_strides, key));
 }
 
 // What a lane of decode_mma.metal loads of one 16-key tile of plain K/V (f16 / bf16, D a multiple

@@ -34,8 +34,8 @@
 // (<= 128; quantized: a multiple of GS; plain: of 32), NSG, MASK, MT, OFFSETS32 (32-bit offsets
 // where the strides allow), LAYERED (as decode_attention.metal's); quantized K/V: GS (group
 // size), BITS, ST (scales dtype), SCORE_MANTISSA (T's mantissa bits for 16-bit scores, 0 for
-// 32-bit), OUT_MANTISSA (OT's for 16-bit output operands, 0 for 32-bit), OT (their type: bf16);
-// plain K/V: WEIGHT_SCALE_LOG2.
+// 32-bit), OUT_MANTISSA (OT's for 16-bit output operands, 0 for 32-bit), OT (their type: bf16),
+// PREFETCH_TILES (how far ahead tiles are asked into L2; 0: not); plain K/V: WEIGHT_SCALE_LOG2.
 // FA_QUANTIZED and FA_SINGLE_PASS as in decode_attention.metal. Run-time dims[]: L, G, block, has
 // key ranges; scalars[]: the softmax scale, 1.0f.
 
@@ -274,10 +274,21 @@ for (int pass = 0; pass < 2; ++pass) {
 #define FA_LOAD_PART(KEYS, at) fa_qmma_load_tile<OUT16, KEYS>(now, narrow_pass, at, last_readable, lane, code_one, \
     k_row, k_codes_strides5, v_row, v_codes_strides5, ks_row, k_scales_strides5, kb_row, k_biases_strides5, vs_row, \
     v_scales_strides5, vb_row, v_biases_strides5)
+  // Tiles PREFETCH_TILES ahead of this one are asked into L2 (fa_qmma_prefetch_tile), so that
+  // their loads wait on it and not on device memory.
+#define FA_PREFETCH(at) fa_qmma_prefetch_tile<D * BITS / 32>(narrow_pass, at, last_readable, lane, k_row, k_codes_strides5, \
+    v_row, v_codes_strides5, ks_row, k_scales_strides5, kb_row, k_biases_strides5, vs_row, v_scales_strides5, vb_row, \
+    v_biases_strides5)
+  for (int ahead = 1; ahead < PREFETCH_TILES; ++ahead) {
+    FA_PREFETCH(lo + sg * TILE_KEYS + ahead * TILE_STRIDE);
+  }
   fa_qmma_tile<GROUPS, SCORE_RUN, OUT_RUN, BITS, ST, K_RUNS> now;
   FA_LOAD_PART(true, lo + sg * TILE_KEYS);
   FA_LOAD_PART(false, lo + sg * TILE_KEYS);
   for (int first = lo + sg * TILE_KEYS; first < hi; first += TILE_STRIDE) {
+    if (PREFETCH_TILES > 0 && first + PREFETCH_TILES * TILE_STRIDE < hi) {
+      FA_PREFETCH(first + PREFETCH_TILES * TILE_STRIDE);
+    }
 #else
   fa_pmma_tile<T, D> next_tile;
   for (int first = lo + sg * TILE_KEYS - TILE_STRIDE; first < hi; first += TILE_STRIDE) {
@@ -491,6 +502,7 @@ for (int pass = 0; pass < 2; ++pass) {
     }
     FA_LOAD_PART(false, first + TILE_STRIDE);
 #undef FA_LOAD_PART
+#undef FA_PREFETCH
 #else
     seen = simd_or(seen);
     if (seen != (1u << TILE_KEYS) - 1u) {  // the same in every lane: a branch of the whole simdgroup

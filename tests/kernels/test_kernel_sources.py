@@ -48,7 +48,7 @@ def test_compat_header_is_small():
     row pointers among them) and launch bounds, and 85 that map simdgroup matrix products to
     mma.sync (tf32 and 16-bit operands, accumulators as B operands, a float B as parts)."""
     lines = [l for l in (ROOT / "metal" / gpu.CUDA_COMPAT).read_text().splitlines() if l.strip()]
-    assert len(lines) <= 190
+    assert len(lines) <= 195
 
 
 def test_sources_reach_mlx_compacted():
@@ -147,8 +147,7 @@ CASES = [
 ]
 
 
-def _problem(quantized, dtype, mask, D, bits, L, H_q, H_kv, group_size=32):
-    S = 40
+def _problem(quantized, dtype, mask, D, bits, L, H_q, H_kv, group_size=32, S=40):
     q = mx.zeros((1, H_q, L, D), dtype=dtype)
     k = mx.zeros((1, H_kv, S, D), dtype=dtype)
     if mask == "bool":
@@ -180,7 +179,8 @@ def test_launch_bounds_cap_registers(monkeypatch, quantized, plain_mma, per_sm):
     """Threadgroups an SM asked of a split launch reach ptxas: the kernel fits that many."""
     monkeypatch.setattr(gpu, "on_metal", lambda: False)
     with gpu_constants(SINGLE_PASS_MAX_S=0, SPLIT_THREADGROUPS_PER_SM=per_sm, QUANTIZED_MMA_THREADGROUPS_PER_SM=per_sm,
-                       PLAIN_MMA_THREADGROUPS_PER_SM=per_sm, PLAIN_MMA=plain_mma):
+                       QUANTIZED_SHORT_BLOCK_THREADGROUPS_PER_SM=per_sm, PLAIN_MMA_THREADGROUPS_PER_SM=per_sm,
+                       PLAIN_MMA=plain_mma):
         launch = gpu.decode_launch(_problem(quantized, mx.bfloat16, None, 128, 4, 1, 32, 8, group_size=64),
                                    quantized=quantized)
     threads = launch["call"]["threadgroup"][0]
@@ -191,25 +191,46 @@ def test_launch_bounds_cap_registers(monkeypatch, quantized, plain_mma, per_sm):
     assert registers <= 65536 // (threads * per_sm)
 
 
+@pytest.mark.parametrize("short", [False, True], ids=["long_block", "short_block"])
 @pytest.mark.parametrize("bits, group_size, D, single_pass, bounded", [
     (4, 64, 128, False, True), (4, 128, 128, False, True), (2, 64, 128, False, True), (4, 64, 64, False, True),
     (8, 128, 128, False, False), (4, 32, 128, False, False), (2, 32, 128, False, False), (4, 64, 128, True, False)])
 def test_quantized_matrix_kernel_bounded_where_its_registers_allow(monkeypatch, bits, group_size, D, single_pass,
-                                                                    bounded):
-    """gpu.QUANTIZED_MMA_THREADGROUPS_PER_SM caps split blocks of at most 4 bits and 2 groups a row;
-    ptxas spills little there (nvcc 13.0: 0-40 bytes) and much at 8 bits or 4 groups."""
+                                                                    bounded, short):
+    """gpu.QUANTIZED_MMA_THREADGROUPS_PER_SM caps split blocks of at most 4 bits and 2 groups a row,
+    QUANTIZED_SHORT_BLOCK_THREADGROUPS_PER_SM short ones; ptxas spills little there (nvcc 13.0:
+    0-40 bytes at 6 an SM, about 120 at 8, outside the loop) and much at 8 bits or 4 groups."""
     monkeypatch.setattr(gpu, "on_metal", lambda: False)
-    monkeypatch.setattr(gpu, "SINGLE_PASS_MAX_S", 4096 if single_pass else 0)
-    launch = gpu.decode_launch(_problem(True, mx.bfloat16, None, D, bits, 1, 32, 8, group_size=group_size),
-                               quantized=True)
+    # (the problem's 40 keys: one block of MIN_BLOCK keys)
+    with gpu_constants(SINGLE_PASS_MAX_S=4096 if single_pass else 0, QUANTIZED_SHORT_BLOCK=gpu.MAX_BLOCK if short else 0):
+        launch = gpu.decode_launch(_problem(True, mx.bfloat16, None, D, bits, 1, 32, 8, group_size=group_size),
+                                   quantized=True)
     assert launch["name"].startswith("fa_quantized_decode_mma")
     threads = launch["call"]["threadgroup"][0]
-    assert launch["launch_bounds"] == ((threads, gpu.QUANTIZED_MMA_THREADGROUPS_PER_SM) if bounded else None)
+    per_sm = gpu.QUANTIZED_SHORT_BLOCK_THREADGROUPS_PER_SM if short else gpu.QUANTIZED_MMA_THREADGROUPS_PER_SM
+    assert launch["launch_bounds"] == ((threads, per_sm) if bounded else None)
     if bounded and nvcc_wrap.nvcc_available():
         ok, log = nvcc_wrap.compile_cuda(nvcc_wrap.wrap_launch(launch), options=("-Xptxas", "-v"))
         assert ok, log
         spilled = int(re.search(r"(\d+) bytes spill stores", log).group(1))
-        assert spilled <= 64, log
+        assert spilled <= (192 if short else 64), log
+
+
+@pytest.mark.parametrize("S, short", [(40, True), (16384, True), (16385, False), (32768, False)])
+def test_quantized_short_blocks_prefetch(monkeypatch, S, short):
+    """Split blocks of at most gpu.QUANTIZED_SHORT_BLOCK keys (a function of S alone, as the block
+    is) ask their tiles ahead into L2; the CUDA build's PTX holds the prefetches (cuda_compat.h's
+    fa_prefetch; without it, decode_attention.h's does nothing). Longer blocks hold none."""
+    monkeypatch.setattr(gpu, "on_metal", lambda: False)
+    assert (gpu.block_keys(S) <= gpu.QUANTIZED_SHORT_BLOCK) == short
+    with gpu_constants(SINGLE_PASS_MAX_S=0):
+        launch = gpu.decode_launch(_problem(True, mx.bfloat16, None, 128, 4, 1, 32, 8, group_size=64, S=S), quantized=True)
+    tiles = gpu.QUANTIZED_SHORT_BLOCK_PREFETCH_TILES if short else 0
+    assert ("PREFETCH_TILES", tiles) in launch["constants"] and tiles >= (2 if short else 0)
+    if nvcc_wrap.nvcc_available():
+        ok, log, ptx = nvcc_wrap.compile_cuda(nvcc_wrap.wrap_launch(launch), ptx=True)
+        assert ok, log
+        assert ("prefetch.global.L2" in ptx) == short
 
 
 @pytest.mark.skipif(not nvcc_wrap.nvcc_available(), reason="nvcc not installed here")
