@@ -166,10 +166,13 @@ QUANTIZED_MMA_THREADGROUPS_PER_SM = 6
 # QUANTIZED_SHORT_BLOCK_PREFETCH_TILES of its tiles ahead into L2 (cuda_compat.h's fa_prefetch:
 # prefetch.global.L2; nothing on Apple). A short block spends much of its time starting (its first
 # tiles' loads) and ending; more of them an SM, and loads that find their tile in L2, overlap that.
-# Long blocks keep 6 and no prefetch: there both lost, and together (B = 32, S = 32768, 1024-key
-# blocks, Nsight Compute: 643 against 554 µs; with 8 an SM the loads waited longer, 2.05 against
-# 1.27 cycles an instruction, and DRAM read 41% against 46% of its peak). Neither changes what is
-# computed, only registers and hints.
+# H200, chained and cold, 4-bit µs, e209863's form against this (docs/h200/short-blocks-5458c3c/
+# extra/sweep-policy.log, 2026-11-30): B = 32, S = 8192: 257.6 / 222.0; S = 4096: 157.0 / 145.3;
+# B = 8 and 1 within the noise. Long blocks keep 6 and no prefetch: there each lost (B = 32,
+# S = 32768, 1024-key blocks, Nsight Compute: 554.4 µs, 561.4 with the prefetch, 642.9 at 8 an
+# SM, where the loads waited longer: 2.05 against 1.27 cycles an instruction, DRAM at 41% of its
+# peak against 46%). Neither changes what is computed, only registers and hints; like the block
+# they depend on S alone.
 QUANTIZED_SHORT_BLOCK = 512
 QUANTIZED_SHORT_BLOCK_THREADGROUPS_PER_SM = 8
 QUANTIZED_SHORT_BLOCK_PREFETCH_TILES = 2
@@ -442,7 +445,8 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
             bounded = (not single_pass and bits <= QUANTIZED_MMA_BOUNDED_MAX_BITS
                        and D // group_size <= QUANTIZED_MMA_BOUNDED_MAX_GROUPS)
             short = not single_pass and block <= QUANTIZED_SHORT_BLOCK
-            per_sm = (QUANTIZED_SHORT_BLOCK_THREADGROUPS_PER_SM if short else QUANTIZED_MMA_THREADGROUPS_PER_SM) if bounded else 0
+            per_sm = QUANTIZED_SHORT_BLOCK_THREADGROUPS_PER_SM if short else QUANTIZED_MMA_THREADGROUPS_PER_SM
+            per_sm = per_sm if bounded else 0
             constants += [("GS", group_size), ("BITS", bits), ("ST", scales_dtype),
                           ("SCORE_MANTISSA", score_mantissa(dtype, bits, group_size)),
                           ("OUT_MANTISSA", out_mantissa(bits)), ("OT", mx.bfloat16),
