@@ -162,10 +162,11 @@ OUT16 = True
 SPLIT_THREADGROUPS_PER_SM = 4
 QUANTIZED_MMA_THREADGROUPS_PER_SM = 6
 # Short split blocks (at most QUANTIZED_SHORT_BLOCK keys) of that kernel: 8 threadgroups an SM
-# (128 registers, about 120 bytes spilled outside the loop), and each simdgroup asks the tile
-# QUANTIZED_SHORT_BLOCK_PREFETCH_TILES of its tiles ahead into L2 (cuda_compat.h's fa_prefetch:
-# prefetch.global.L2; nothing on Apple). A short block spends much of its time starting (its first
-# tiles' loads) and ending; more of them an SM, and loads that find their tile in L2, overlap that.
+# (128 registers, 156 bytes spilled, 3 spill instructions in the loop), and each simdgroup asks
+# the tile QUANTIZED_SHORT_BLOCK_PREFETCH_TILES of its tiles ahead into L2 (cuda_compat.h's
+# fa_prefetch: prefetch.global.L2; nothing on Apple). A short block spends much of its time
+# starting (its first tiles' loads) and ending; more of them an SM, and loads that find their
+# tile in L2, overlap that.
 # H200, chained and cold, 4-bit µs, e209863's form against this (docs/h200/short-blocks-5458c3c/
 # extra/sweep-policy.log, 2026-11-30): B = 32, S = 8192: 257.6 / 222.0; S = 4096: 157.0 / 145.3;
 # B = 8 and 1 within the noise. Long blocks keep 6 and no prefetch: there each lost (B = 32,
