@@ -178,6 +178,22 @@ QUANTIZED_SHORT_BLOCK = 512
 QUANTIZED_SHORT_BLOCK_THREADGROUPS_PER_SM = 8
 QUANTIZED_SHORT_BLOCK_PREFETCH_TILES = 2
 QUANTIZED_MMA_BOUNDED_MAX_BITS, QUANTIZED_MMA_BOUNDED_MAX_GROUPS = 4, 2
+# Split blocks of that kernel on CUDA stage their tiles through threadgroup memory, this many
+# ahead (decode_mma.metal's STAGES; 0: not), where a key's codes are whole 16-byte pieces and its
+# scales of each array 4, 8 or 16 bytes (what cp.async copies).
+# On Apple the copies are plain loads and stores (no cp.async): not measured there, so off
+# (STAGE_ON_METAL); the CPU emulation turns it on to check the staged kernel.
+QUANTIZED_STAGES = 2
+QUANTIZED_SHORT_BLOCK_STAGES = 2
+STAGE_ON_METAL = False
+
+
+def quantized_stages(single_pass, short, D, bits, group_size, scales_dtype) -> int:
+    """decode_mma.metal's STAGES for a quantized launch (QUANTIZED_STAGES above)."""
+    scale_bytes = D // group_size * scales_dtype.size
+    if single_pass or (on_metal() and not STAGE_ON_METAL) or (D * bits // 32) % 4 or scale_bytes not in (4, 8, 16):
+        return 0
+    return QUANTIZED_SHORT_BLOCK_STAGES if short else QUANTIZED_STAGES
 # The plain matrix kernel keeps ptxas' choice (229 registers, 8 warps an SM): 3 an SM (12 warps,
 # 168 registers) spills 264 bytes and lost 20-26% at B = 8 and 32, S = 32768 (chained and cold,
 # docs/h200/plain-mma/sweep-ab.log; again docs/h200/verified/sweep-plain-bounds.log, 2026-11-30).
@@ -448,10 +464,12 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
             short = not single_pass and block <= QUANTIZED_SHORT_BLOCK
             per_sm = QUANTIZED_SHORT_BLOCK_THREADGROUPS_PER_SM if short else QUANTIZED_MMA_THREADGROUPS_PER_SM
             per_sm = per_sm if bounded else 0
+            stages = quantized_stages(single_pass, short, D, bits, group_size, scales_dtype)
             constants += [("GS", group_size), ("BITS", bits), ("ST", scales_dtype),
                           ("SCORE_MANTISSA", score_mantissa(dtype, bits, group_size)),
                           ("OUT_MANTISSA", out_mantissa(bits)), ("OT", mx.bfloat16),
-                          ("PREFETCH_TILES", QUANTIZED_SHORT_BLOCK_PREFETCH_TILES if short else 0)]
+                          ("PREFETCH_TILES", QUANTIZED_SHORT_BLOCK_PREFETCH_TILES if short and not stages else 0),
+                          ("STAGES", stages)]
         else:
             name, per_sm = "fa_decode_mma", PLAIN_MMA_THREADGROUPS_PER_SM
             constants += [("WEIGHT_SCALE_LOG2", plain_weight_scale_log2(dtype))]

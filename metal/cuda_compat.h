@@ -55,6 +55,22 @@ template <typename P> METAL_FUNC P fa_pin(P p) { asm("" : "+l"(p)); __builtin_as
 #define FA_HAVE_PREFETCH
 template <typename P> METAL_FUNC void fa_prefetch(P p) { asm volatile("prefetch.global.L2 [%0];" : : "l"(p)); }
 
+// fa_copy_async as cp.async of 4, 8 or 16 bytes (16 bypass L1): in flight, it holds no register.
+// fa_copy_wait: cp.async.wait_group, then the warp's barrier (simdgroup_barrier's).
+#define FA_HAVE_COPY_ASYNC
+#define simdgroup_barrier(flags) __syncwarp()
+template <int N, typename T> METAL_FUNC void fa_copy_async(T* dst, const T* src) {
+#define FA_CP_ASYNC(level) asm volatile("cp.async." level ".shared.global [%0], [%1], %2;" \
+    : : "r"(unsigned(__cvta_generic_to_shared(dst))), "l"(src), "n"(int(N * sizeof(T))) : "memory")
+  if (N * sizeof(T) == 16) FA_CP_ASYNC("cg"); else FA_CP_ASYNC("ca");
+#undef FA_CP_ASYNC
+}
+METAL_FUNC void fa_copy_commit() { asm volatile("cp.async.commit_group;" : : : "memory"); }
+template <int PENDING> METAL_FUNC void fa_copy_wait() {
+  asm volatile("cp.async.wait_group %0;" : : "n"(PENDING) : "memory");
+  __syncwarp();
+}
+
 // Metal's bit cast.
 template <typename To, typename From>
 METAL_FUNC To as_type(From x) {

@@ -68,6 +68,24 @@ METAL_FUNC uint32_t fa_chunks_word(thread const fa_chunk<T, E>& lo, thread const
 template <typename P> METAL_FUNC P fa_pin(P p) { return p; }
 #endif
 
+// N elements from device memory at src to threadgroup memory at dst, in flight until the
+// simdgroup's fa_copy_wait (on CUDA: cp.async, cuda_compat.h); here copied at once. Batches of
+// copies end with fa_copy_commit; fa_copy_wait<PENDING> waits until at most PENDING of the
+// simdgroup's batches are still in flight, and is a barrier of its lanes' threadgroup memory.
+#ifndef FA_HAVE_COPY_ASYNC
+template <int N, typename Dst, typename Src>
+METAL_FUNC void fa_copy_async(Dst dst, Src src) {
+  for (int i = 0; i < N; ++i) {
+    dst[i] = src[i];
+  }
+}
+METAL_FUNC void fa_copy_commit() {}
+template <int PENDING>
+METAL_FUNC void fa_copy_wait() {
+  simdgroup_barrier(mem_flags::mem_threadgroup);
+}
+#endif
+
 // A hint that *p will be loaded soon (on CUDA: cuda_compat.h); here nothing.
 #ifndef FA_HAVE_PREFETCH
 template <typename P> METAL_FUNC void fa_prefetch(P p) {}
@@ -489,6 +507,54 @@ METAL_FUNC void fa_qmma_load_tile(
                               narrow, t.v_scale[h][j]);
       }
     }
+  }
+}
+
+// Staged tiles (decode_mma.metal's STAGES): a simdgroup's copy of one tile in threadgroup memory,
+// read back with fa_qmma_load_tile as `narrow` rows. Key r's K codes at codes + r * K_PITCH, its
+// V codes at codes + 16 * K_PITCH + r * V_PITCH; scales and biases as 4 arrays of 16 rows of
+// GROUPS (K scales, K biases, V scales, V biases). The pitches spread the rows that one load
+// instruction reads over the 32 banks (at 16 words a row: K's 8 rows, 2 words a lane, at 24
+// words; V's 4 keys of one parity at 20).
+template <int ROW_WORDS>
+struct fa_qmma_stage {
+  static constexpr int K_PITCH = ROW_WORDS + 8;
+  static constexpr int V_PITCH = ROW_WORDS + 4;
+  static constexpr int CODE_WORDS = 16 * (K_PITCH + V_PITCH);
+};
+// A staged array's strides as fa_key_offset and fa_element_step read them: rows `key` apart.
+struct fa_stage_strides {
+  int key;
+  METAL_FUNC int64_t operator[](int axis) const {
+    return axis == 3 ? key : 1;
+  }
+};
+
+// Copies the tile of keys first .. first + 15 (past `last` read as `last`) into a stage
+// (fa_copy_async: in flight until fa_copy_wait). Rows as `narrow` passes take them, each key's
+// codes in 16-byte pieces (ROW_WORDS a multiple of 4; rows aligned: fa_packed_rows<4>).
+template <int ROW_WORDS, int GROUPS, typename CodeStage, typename ScaleStage, typename CodePtr, typename ScalePtr,
+          typename Strides>
+METAL_FUNC void fa_qmma_stage_tile(CodeStage codes, ScaleStage scales, int first, int last, int lane, CodePtr k_row,
+                                   Strides k_codes_strides, CodePtr v_row, Strides v_codes_strides, ScalePtr ks_row,
+                                   ScalePtr kb_row, ScalePtr vs_row, ScalePtr vb_row, Strides scales_strides) {
+  using Stage = fa_qmma_stage<ROW_WORDS>;
+  constexpr int PIECES = ROW_WORDS / 4;
+  #pragma unroll
+  for (int p = lane; p < 16 * PIECES; p += 32) {
+    const int r = p / PIECES;
+    const int word = 4 * (p % PIECES);
+    const int key = metal::min(first + r, last);
+    fa_copy_async<4>(codes + r * Stage::K_PITCH + word, k_row + (key * int(k_codes_strides[3]) + word));
+    fa_copy_async<4>(codes + 16 * Stage::K_PITCH + r * Stage::V_PITCH + word,
+                     v_row + (key * int(v_codes_strides[3]) + word));
+  }
+  #pragma unroll
+  for (int e = lane; e < 4 * 16; e += 32) {
+    const int key = metal::min(first + e % 16, last);
+    const int array = e / 16;
+    const ScalePtr row = array == 0 ? ks_row : array == 1 ? kb_row : array == 2 ? vs_row : vb_row;
+    fa_copy_async<GROUPS>(scales + e * GROUPS, row + key * int(scales_strides[3]));
   }
 }
 

@@ -35,7 +35,8 @@
 // where the strides allow), LAYERED (as decode_attention.metal's); quantized K/V: GS (group
 // size), BITS, ST (scales dtype), SCORE_MANTISSA (T's mantissa bits for 16-bit scores, 0 for
 // 32-bit), OUT_MANTISSA (OT's for 16-bit output operands, 0 for 32-bit), OT (their type: bf16),
-// PREFETCH_TILES (how far ahead tiles are asked into L2; 0: not); plain K/V: WEIGHT_SCALE_LOG2.
+// PREFETCH_TILES (how far ahead tiles are asked into L2; 0: not), STAGES (tiles staged through
+// threadgroup memory, see below; 0: not); plain K/V: WEIGHT_SCALE_LOG2.
 // FA_QUANTIZED and FA_SINGLE_PASS as in decode_attention.metal. Run-time dims[]: L, G, block, has
 // key ranges; scalars[]: the softmax scale, 1.0f.
 
@@ -65,6 +66,8 @@ constexpr int PAIRS_PER_WORD = 16 / BITS;       // fa_code_pair's pairs of codes
 constexpr bool HIDES_PER_ROW = MASK != 0;      // a key may be hidden from some rows of a tile
 #if FA_QUANTIZED
 constexpr bool OUT16 = OUT_MANTISSA != 0;
+constexpr int ROW_WORDS = D * BITS / 32;        // a key's code words
+using Stage = fa_qmma_stage<ROW_WORDS>;
 #endif
 
 const int L = dims[0];
@@ -248,14 +251,31 @@ const auto v_row = v + layer * v_strides5[0] + request * v_strides5[1] + kv_head
 const int last_readable = metal::max(hi, 1) - 1;
 constexpr int TILE_STRIDE = NSG * TILE_KEYS;
 #if FA_QUANTIZED
+// STAGES > 0: the 32-bit pass stages each simdgroup's tiles through threadgroup memory, STAGES
+// of them ahead of the one it works on (fa_qmma_stage_tile: fa_copy_async, on CUDA cp.async),
+// and reads each part from there where it would read device memory. The tiles in flight then
+// hold no registers: loads from device memory have STAGES tiles' time to arrive, not a part's.
+// A tile stages in 16-byte pieces of codes and 4, 8 or 16 bytes of scales a key and array (what
+// cp.async copies); gpu.quantized_stages asks for no more.
+constexpr bool STAGEABLE = ROW_WORDS % 4 == 0 && (GROUPS * sizeof(ST) == 4 || GROUPS * sizeof(ST) == 8 ||
+                                                  GROUPS * sizeof(ST) == 16);
+constexpr int STAGE_SLOTS = STAGES > 0 && STAGEABLE ? NSG * STAGES : 0;
+alignas(16) threadgroup uint32_t tg_stage_codes[STAGE_SLOTS > 0 ? STAGE_SLOTS * Stage::CODE_WORDS : 4];
+alignas(16) threadgroup ST tg_stage_scales[STAGE_SLOTS > 0 ? STAGE_SLOTS * 4 * TILE_KEYS * GROUPS : 8];
 // The 32-bit pass also loads a key's scales and biases whole (fa_load_chunk; on CUDA one load for
-// two groups), so it needs every scale array's rows aligned for that (fa_packed_rows).
+// two groups), so it needs every scale array's rows aligned for that (fa_packed_rows); staged, it
+// copies code rows in 16-byte pieces, aligned as well.
 const bool narrow = OFFSETS32 && fa_narrow_rows(k_codes_strides5, S, k_codes_shape5[4]) &&
     fa_narrow_rows(v_codes_strides5, S, v_codes_shape5[4]) && fa_narrow_rows(k_scales_strides5, S, GROUPS) &&
     fa_same_strides(k_scales_strides5, k_biases_strides5) && fa_same_strides(k_scales_strides5, v_scales_strides5) &&
     fa_same_strides(k_scales_strides5, v_biases_strides5) && fa_packed_rows<GROUPS>(ks_row, k_scales_strides5[3], 1) &&
     fa_packed_rows<GROUPS>(kb_row, k_scales_strides5[3], 1) && fa_packed_rows<GROUPS>(vs_row, k_scales_strides5[3], 1) &&
-    fa_packed_rows<GROUPS>(vb_row, k_scales_strides5[3], 1);
+    fa_packed_rows<GROUPS>(vb_row, k_scales_strides5[3], 1) &&
+    (STAGE_SLOTS == 0 ||
+     (fa_packed_rows<4>(k_row, k_codes_strides5[3], 1) && fa_packed_rows<4>(v_row, v_codes_strides5[3], 1)));
+const fa_stage_strides k_stage_strides = {Stage::K_PITCH};
+const fa_stage_strides v_stage_strides = {Stage::V_PITCH};
+const fa_stage_strides scale_stage_strides = {GROUPS};
 #else
 // Whole vector loads of a lane's runs where every row allows them (fa_load_chunk); the 32-bit
 // pass takes them only, so that it holds no element-wise loads.
@@ -271,21 +291,52 @@ for (int pass = 0; pass < 2; ++pass) {
 #if FA_QUANTIZED
   // Each part of the tile is loaded again, for the next tile, right after its last use here: the
   // K part after the scores, the V part after the output (no copy of a tile from one to the next).
-#define FA_LOAD_PART(KEYS, at) fa_qmma_load_tile<OUT16, KEYS>(now, narrow_pass, at, last_readable, lane, code_one, \
-    k_row, k_codes_strides5, v_row, v_codes_strides5, ks_row, k_scales_strides5, kb_row, k_biases_strides5, vs_row, \
-    v_scales_strides5, vb_row, v_biases_strides5)
+  // This simdgroup's tile n (its first key `at`): in stage slot n % STAGES when staged.
+  const bool staged = STAGE_SLOTS > 0 && narrow_pass;
+#define FA_STAGE_CODES(n) (tg_stage_codes + (sg * STAGES + (n) % STAGES) * Stage::CODE_WORDS)
+#define FA_STAGE_SCALES(n) (tg_stage_scales + (sg * STAGES + (n) % STAGES) * 4 * TILE_KEYS * GROUPS)
+#define FA_LOAD_PART(KEYS, n, at) \
+  if (staged) { \
+    fa_qmma_load_tile<OUT16, KEYS>(now, true, 0, TILE_KEYS - 1, lane, code_one, FA_STAGE_CODES(n), k_stage_strides, \
+        FA_STAGE_CODES(n) + TILE_KEYS * Stage::K_PITCH, v_stage_strides, FA_STAGE_SCALES(n), scale_stage_strides, \
+        FA_STAGE_SCALES(n) + TILE_KEYS * GROUPS, scale_stage_strides, FA_STAGE_SCALES(n) + 2 * TILE_KEYS * GROUPS, \
+        scale_stage_strides, FA_STAGE_SCALES(n) + 3 * TILE_KEYS * GROUPS, scale_stage_strides); \
+  } else { \
+    fa_qmma_load_tile<OUT16, KEYS>(now, narrow_pass, at, last_readable, lane, code_one, k_row, k_codes_strides5, \
+        v_row, v_codes_strides5, ks_row, k_scales_strides5, kb_row, k_biases_strides5, vs_row, v_scales_strides5, \
+        vb_row, v_biases_strides5); \
+  }
+  // Copies tile n into its slot (none past the block: an empty batch keeps the count).
+#define FA_STAGE_TILE(n) \
+  if (lo + sg * TILE_KEYS + (n) * TILE_STRIDE < hi) { \
+    fa_qmma_stage_tile<ROW_WORDS, GROUPS>(FA_STAGE_CODES(n), FA_STAGE_SCALES(n), \
+        lo + sg * TILE_KEYS + (n) * TILE_STRIDE, last_readable, lane, k_row, k_codes_strides5, v_row, \
+        v_codes_strides5, ks_row, kb_row, vs_row, vb_row, k_scales_strides5); \
+  } \
+  fa_copy_commit()
+  constexpr int STAGES_PENDING = STAGES > 0 ? STAGES - 1 : 0;  // batches after the next tile's
   // Tiles PREFETCH_TILES ahead of this one are asked into L2 (fa_qmma_prefetch_tile), so that
   // their loads wait on it and not on device memory.
-#define FA_PREFETCH(at) fa_qmma_prefetch_tile<D * BITS / 32>(narrow_pass, at, last_readable, lane, k_row, k_codes_strides5, \
+#define FA_PREFETCH(at) fa_qmma_prefetch_tile<ROW_WORDS>(narrow_pass, at, last_readable, lane, k_row, k_codes_strides5, \
     v_row, v_codes_strides5, ks_row, k_scales_strides5, kb_row, k_biases_strides5, vs_row, v_scales_strides5, vb_row, \
     v_biases_strides5)
   for (int ahead = 1; ahead < PREFETCH_TILES; ++ahead) {
     FA_PREFETCH(lo + sg * TILE_KEYS + ahead * TILE_STRIDE);
   }
   fa_qmma_tile<GROUPS, SCORE_RUN, OUT_RUN, BITS, ST, K_RUNS> now;
-  FA_LOAD_PART(true, lo + sg * TILE_KEYS);
-  FA_LOAD_PART(false, lo + sg * TILE_KEYS);
-  for (int first = lo + sg * TILE_KEYS; first < hi; first += TILE_STRIDE) {
+  if (staged) {
+    for (int ahead = 0; ahead < STAGES; ++ahead) {
+      FA_STAGE_TILE(ahead);
+    }
+    fa_copy_wait<STAGES_PENDING>();
+  }
+  FA_LOAD_PART(true, 0, lo + sg * TILE_KEYS);
+  FA_LOAD_PART(false, 0, lo + sg * TILE_KEYS);
+  for (int first = lo + sg * TILE_KEYS, sg_tile = 0; first < hi; first += TILE_STRIDE, ++sg_tile) {
+    if (staged) {  // tile sg_tile is in registers, its slot read out: tile sg_tile + STAGES takes it
+      simdgroup_barrier(mem_flags::mem_threadgroup);
+      FA_STAGE_TILE(sg_tile + STAGES);
+    }
     if (PREFETCH_TILES > 0 && first + PREFETCH_TILES * TILE_STRIDE < hi) {
       FA_PREFETCH(first + PREFETCH_TILES * TILE_STRIDE);
     }
@@ -383,7 +434,10 @@ for (int pass = 0; pass < 2; ++pass) {
       }
     }
 #if FA_QUANTIZED
-    FA_LOAD_PART(true, first + TILE_STRIDE);
+    if (staged) {
+      fa_copy_wait<STAGES_PENDING>();
+    }
+    FA_LOAD_PART(true, sg_tile + 1, first + TILE_STRIDE);
 #endif
     // Online softmax of each row over the lanes that hold it. The rescale is taken by the whole
     // simdgroup (its products need every lane), only in a tile where some row's max grew.
@@ -500,8 +554,11 @@ for (int pass = 0; pass < 2; ++pass) {
         }
       }
     }
-    FA_LOAD_PART(false, first + TILE_STRIDE);
+    FA_LOAD_PART(false, sg_tile + 1, first + TILE_STRIDE);
 #undef FA_LOAD_PART
+#undef FA_STAGE_TILE
+#undef FA_STAGE_CODES
+#undef FA_STAGE_SCALES
 #undef FA_PREFETCH
 #else
     seen = simd_or(seen);

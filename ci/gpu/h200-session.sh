@@ -35,8 +35,9 @@ pinned_layouts=(tests/property/test_online_softmax_parity.py::test_quantized_mat
 # Plain K/V take decode_mma.metal's split blocks only in 1024-key blocks (S >= 4096), past the grids:
 # the schedule tests' "split_mma" path gives them blocks of any length. The grids' 4-bit cases
 # take one block; test_quantized_block_edges (S = 4097) splits them, and test_quantized_scale_layouts
-# reads scales the packed loads cannot take (test_quantized_group_counts: 1, 3 and 4 groups a row).
-split_mma=(tests/kernels/test_gpu_schedule.py -k "split_mma or quantized_block_edges or quantized_scale_layouts or quantized_group_counts")
+# reads scales the packed loads cannot take (test_quantized_group_counts: 1, 3 and 4 groups a row);
+# test_quantized_staged_tiles_... splits short and long blocks with staged tiles (cp.async) and without.
+split_mma=(tests/kernels/test_gpu_schedule.py -k "split_mma or quantized_block_edges or quantized_scale_layouts or quantized_group_counts or staged_tiles")
 # sanitized LOG SECONDS TESTS...: the tests under compute-sanitizer --tool $tool, into $OUT/LOG.log
 sanitized() {
   local log=$1 seconds=$2; shift 2

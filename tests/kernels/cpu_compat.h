@@ -3,11 +3,13 @@
 //
 // Threadgroups run one after another, in a shuffled order. `threadgroup` arrays become function
 // statics (one threadgroup alive at a time shares them), threadgroup_barrier is a barrier of the
-// threadgroup's threads, and simd_shuffle_xor, simd_shuffle and simd_any exchange values through
-// a per-simdgroup buffer between two barriers of its 32 lanes. That needs the lanes of a
-// simdgroup to reach every shuffle together, which is the rule the kernels follow on the GPU as
-// well. Nothing of the kernels' own text changes: metal/decode_attention.h's generic (Metal)
-// helpers are the ones compiled here, so this also checks the parts that only the Metal build uses.
+// threadgroup's threads, simdgroup_barrier one of a simdgroup's 32 lanes, and simd_shuffle_xor,
+// simd_shuffle and simd_any exchange values through a per-simdgroup buffer between two barriers
+// of its lanes. That needs the lanes of a simdgroup to reach every shuffle together, which is the
+// rule the kernels follow on the GPU as well. Nothing of the kernels' own text changes:
+// metal/decode_attention.h's generic (Metal) helpers are the ones compiled here, so this also
+// checks the parts that only the Metal build uses; but fa_copy_async, whose copies land at the
+// copying thread's fa_copy_wait as cp.async's do (a read that skips the wait sees stale data).
 #pragma once
 
 #include <ucontext.h>
@@ -18,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -66,6 +69,10 @@ struct fa_cpu_barrier {
   uint count, arrived = 0, generation = 0;
   void wait();
 };
+struct fa_cpu_copies {  // a thread's fa_copy_async batches, in flight until its fa_copy_wait
+  std::vector<std::function<void()>> open;
+  std::deque<std::vector<std::function<void()>>> batches;
+};
 struct fa_cpu_group {
   std::function<void(uint3, uint)> body;
   uint3 position;
@@ -74,6 +81,7 @@ struct fa_cpu_group {
   fa_cpu_barrier threadgroup_sync;
   std::vector<fa_cpu_barrier> simd_sync;
   std::vector<float> simd_values;
+  std::vector<fa_cpu_copies> copies;  // (a threadgroup's copies never left in flight reach the next)
   uint finished = 0;
   ucontext_t launcher;
 };
@@ -131,6 +139,36 @@ inline float simd_shuffle_xor(float x, ushort mask) {
 }
 inline float simd_shuffle(float x, ushort from) {
   return fa_cpu_simd_exchange(x, [from](uint, const float* v) { return v[from]; });
+}
+inline void simdgroup_barrier(mem_flags) {
+  fa_cpu_current->simd_sync[fa_cpu_tid / 32].wait();
+}
+
+// fa_copy_async as cp.async behaves: a copy lands when its thread waits for its batch
+// (fa_copy_wait), not before, so a read of a slot that skips the wait sees what was there.
+#define FA_HAVE_COPY_ASYNC
+template <int N, typename Dst, typename Src>
+inline void fa_copy_async(Dst dst, Src src) {
+  fa_cpu_current->copies[fa_cpu_tid].open.push_back([dst, src] {
+    for (int i = 0; i < N; ++i) {
+      dst[i] = src[i];
+    }
+  });
+}
+inline void fa_copy_commit() {
+  fa_cpu_copies& c = fa_cpu_current->copies[fa_cpu_tid];
+  c.batches.push_back(std::move(c.open));
+  c.open.clear();
+}
+template <int PENDING>
+inline void fa_copy_wait() {
+  fa_cpu_copies& c = fa_cpu_current->copies[fa_cpu_tid];
+  for (; c.batches.size() > PENDING; c.batches.pop_front()) {
+    for (auto& copy : c.batches.front()) {
+      copy();
+    }
+  }
+  simdgroup_barrier(mem_flags::mem_threadgroup);
 }
 inline bool simd_any(bool x) {
   return fa_cpu_simd_exchange(x ? 1.0f : 0.0f, [](uint, const float* v) {
@@ -287,6 +325,7 @@ inline void fa_cpu_launch(uint3 groups, uint threads, Body body) {
     b.count = 32;
   }
   g.simd_values.resize(g.simd_sync.size() * 32);
+  g.copies.resize(threads);
   fa_cpu_current = &g;
   // Threadgroups run in a shuffled (fixed) order, as a GPU may run them in any: a kernel that
   // counts on an order (say, block NB - 1 finishing last) fails here.
@@ -302,6 +341,7 @@ inline void fa_cpu_launch(uint3 groups, uint threads, Body body) {
   for (const uint3& position : order) {
     g.position = position;
     g.finished = 0;
+    g.copies.assign(threads, fa_cpu_copies());
     for (uint t = 0; t < threads; ++t) {
       getcontext(&g.contexts[t]);
       g.contexts[t].uc_stack.ss_sp = g.stacks[t].get();

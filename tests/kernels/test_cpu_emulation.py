@@ -227,6 +227,40 @@ def test_emulated_quantized_matrices(single_pass_max_s, layout, case):
         _check_requests(case, "cuda")
 
 
+# Cases that stage (gpu.quantized_stages): 8-, 4- and 16-byte scale rows a key, 16-, 32- and
+# 4-word code rows, both output forms (8-bit codes: 32-bit operands), masks and key ranges, blocks
+# of 8 tiles a simdgroup and a partial one.
+STAGED_CASES = [
+    MMA_CASES[0],
+    edge_case(S=300, D=128, H_q=8, H_kv=2, bits=4, group_size=64, key_ranges=[[37, 250], [0, 1]]),
+    edge_case(S=520, D=128, H_q=8, H_kv=4, bits=8, group_size=32, mask="bool_hidden_row"),
+    edge_case(S=129, D=64, L=2, H_q=4, H_kv=1, bits=2, group_size=32, mask="causal"),
+]
+
+
+@pytest.mark.parametrize("layout", ["apple", "nvidia"])
+@pytest.mark.parametrize("stages", [1, 2, 3])
+@pinned(STAGED_CASES)
+@settings(phases=[Phase.explicit])
+@given(case=short_cases())
+def test_emulated_quantized_matrices_staged(stages, layout, case):
+    """Split blocks that stage their tiles through threadgroup memory, 1 to 3 ahead
+    (decode_mma.metal's STAGES; on the H200 cp.async, here copies at once): each lane copies
+    pieces of keys that other lanes read, so a slot overwritten before every lane has read it,
+    or read before every lane has filled it, gives wrong rows here, where lanes run in turn
+    between barriers. Cases that cannot stage (gpu.quantized_stages) load directly."""
+    with emulated_gpu(layout), gpu_constants(STAGE_ON_METAL=True, QUANTIZED_STAGES=stages,
+                                             QUANTIZED_SHORT_BLOCK_STAGES=stages, SINGLE_PASS_MAX_S=0):
+        check_parity(case, "cuda")
+        _check_requests(case, "cuda")
+
+
+def test_emulated_staged_cases_stage():
+    with emulated_gpu(), gpu_constants(STAGE_ON_METAL=True):
+        assert all(gpu.quantized_stages(False, False, c.dims[-1], c.bits, c.group_size, c.dtype)
+                   for c in STAGED_CASES)
+
+
 @pytest.mark.parametrize("single_pass_max_s", [4096, 0], ids=["one_block", "split"])
 @pinned([c for c in MMA_CASES if c.mask_kind != "none" or c.key_ranges is not None])
 @settings(phases=[Phase.explicit])

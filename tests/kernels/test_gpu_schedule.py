@@ -174,6 +174,33 @@ def test_quantized_group_counts(backend, D, group_size, path, use_path):
     _close_quantized(backend, q, kq, vq, 4, group_size)
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "slice_of_a_cache", "codes_one_word_in"])
+@pytest.mark.parametrize("S", [40, 1000, 4097, 40000])
+@pytest.mark.parametrize("bits,group_size,D", [(4, 64, 128), (8, 32, 128), (2, 32, 64)])
+def test_quantized_staged_tiles_are_bit_identical_to_direct_loads(backend, bits, group_size, D, S, layout):
+    """Split blocks that stage their tiles through threadgroup memory (gpu.QUANTIZED_STAGES: cp.async
+    on CUDA) compute what the loads straight from device memory do, bit for bit, short blocks
+    and long, 4-, 8- and 16-byte scale rows; code rows not 16-byte aligned (a word into a wider
+    buffer) take the 64-bit pass, which never stages. Key ranges end mid-tile and mid-block."""
+    _skip_unless_gpu(backend)
+    q, k, v = _qkv(2, 8, 2, 1, S + 16, D, mx.bfloat16, seed=S + bits)
+    kq, vq = (fa.quantize_kv(x, bits=bits, group_size=group_size) for x in (k, v))
+    if layout == "slice_of_a_cache":
+        kq, vq = (type(x)(*(a[:, :, 16:] for a in x)) for x in (kq, vq))
+    else:
+        kq, vq = (type(x)(*(a[:, :, :S] for a in x)) for x in (kq, vq))
+    if layout == "codes_one_word_in":
+        kq, vq = (x._replace(codes=_scales_within(x.codes, 1, x.codes.shape[-1] + 4)) for x in (kq, vq))
+    key_ranges = mx.array([[0, S], [S // 3, S - S // 3 - 5 if S > 8 else 1]], dtype=mx.int32)
+    kw = dict(bits=bits, group_size=group_size, key_ranges=key_ranges)
+    with gpu_constants(SINGLE_PASS_MAX_S=0):
+        staged = fa.quantized_decode_attention(q, kq, vq, backend=backend, **kw)
+        with gpu_constants(QUANTIZED_STAGES=0, QUANTIZED_SHORT_BLOCK_STAGES=0):
+            direct = fa.quantized_decode_attention(q, kq, vq, backend=backend, **kw)
+    assert mx.array_equal(staged, direct).item()
+    _close(staged, _reference(fa.quantized_decode_attention, q, kq, vq, **kw), mx.bfloat16)
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_batch_and_layers_are_bit_identical_to_single_calls(backend, path, use_path):
     _skip_unless_gpu(backend)

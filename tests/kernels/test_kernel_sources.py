@@ -44,11 +44,12 @@ def test_python_side_holds_no_kernel_code():
 
 
 def test_compat_header_is_small():
-    """Small enough to review by eye: about 100 lines of names, helpers (byte permutes and pinned
-    row pointers among them) and launch bounds, and 85 that map simdgroup matrix products to
-    mma.sync (tf32 and 16-bit operands, accumulators as B operands, a float B as parts)."""
+    """Small enough to review by eye: about 120 lines of names, helpers (byte permutes, pinned
+    row pointers, prefetches and cp.async copies among them) and launch bounds, and 85 that map
+    simdgroup matrix products to mma.sync (tf32 and 16-bit operands, accumulators as B operands, a
+    float B as parts)."""
     lines = [l for l in (ROOT / "metal" / gpu.CUDA_COMPAT).read_text().splitlines() if l.strip()]
-    assert len(lines) <= 195
+    assert len(lines) <= 210
 
 
 def test_sources_reach_mlx_compacted():
@@ -217,22 +218,47 @@ def test_quantized_matrix_kernel_bounded_where_its_registers_allow(monkeypatch, 
         assert spilled <= (192 if short else 64), log
 
 
+@pytest.mark.parametrize("group_size", [64, 128], ids=["stageable", "scales_under_4_bytes"])
 @pytest.mark.parametrize("S, short", [(40, True), (16384, True), (16385, False), (32768, False)])
-def test_quantized_short_blocks_prefetch(monkeypatch, S, short):
-    """Split blocks of at most gpu.QUANTIZED_SHORT_BLOCK keys (a function of S alone, as the block
-    is) ask their tiles ahead into L2; the CUDA build's PTX holds the prefetches (cuda_compat.h's
-    fa_prefetch; without it, decode_attention.h's does nothing). Longer blocks hold none."""
+def test_quantized_split_blocks_stage_or_prefetch(monkeypatch, S, short, group_size):
+    """Split blocks on CUDA stage their tiles through threadgroup memory (decode_mma.metal's
+    STAGES: the PTX holds cp.async, cuda_compat.h's fa_copy_async) where a key's scales of an
+    array are 4, 8 or 16 bytes (group size 64: two bf16 groups; 128: one, 2 bytes). Blocks of at
+    most gpu.QUANTIZED_SHORT_BLOCK keys (a function of S alone, as the block is) that cannot stage
+    ask their tiles ahead into L2 instead (prefetch.global.L2, fa_prefetch); longer ones neither."""
     monkeypatch.setattr(gpu, "on_metal", lambda: False)
     assert (gpu.block_keys(S) <= gpu.QUANTIZED_SHORT_BLOCK) == short
     with gpu_constants(SINGLE_PASS_MAX_S=0):
-        launch = gpu.decode_launch(_problem(True, mx.bfloat16, None, 128, 4, 1, 32, 8, group_size=64, S=S),
+        launch = gpu.decode_launch(_problem(True, mx.bfloat16, None, 128, 4, 1, 32, 8, group_size=group_size, S=S),
                                    quantized=True)
-    tiles = gpu.QUANTIZED_SHORT_BLOCK_PREFETCH_TILES if short else 0
-    assert ("PREFETCH_TILES", tiles) in launch["constants"]
+    constants = dict(launch["constants"])
+    stages = (gpu.QUANTIZED_SHORT_BLOCK_STAGES if short else gpu.QUANTIZED_STAGES) if group_size == 64 else 0
+    prefetch = gpu.QUANTIZED_SHORT_BLOCK_PREFETCH_TILES if short and not stages else 0
+    assert (constants["STAGES"], constants["PREFETCH_TILES"]) == (stages, prefetch)
     if nvcc_wrap.nvcc_available():
         ok, log, ptx = nvcc_wrap.compile_cuda(nvcc_wrap.wrap_launch(launch), ptx=True)
         assert ok, log
-        assert ("prefetch.global.L2" in ptx) == short
+        assert ("cp.async.cg.shared.global" in ptx, "prefetch.global.L2" in ptx) == (bool(stages), bool(prefetch))
+
+
+def test_quantized_stages_policy(monkeypatch):
+    """gpu.quantized_stages: split launches only, on CUDA (Apple's copies are plain loads and
+    stores, not measured: only with STAGE_ON_METAL, as the CPU emulation sets it), where a key's
+    codes are whole 16-byte pieces and its scales of an array 4, 8 or 16 bytes."""
+    monkeypatch.setattr(gpu, "on_metal", lambda: False)
+    long_stages = gpu.quantized_stages(False, False, 128, 4, 64, mx.bfloat16)
+    assert long_stages == gpu.QUANTIZED_STAGES > 0
+    assert gpu.quantized_stages(False, True, 128, 4, 64, mx.bfloat16) == gpu.QUANTIZED_SHORT_BLOCK_STAGES
+    assert gpu.quantized_stages(True, False, 128, 4, 64, mx.bfloat16) == 0  # one block
+    assert gpu.quantized_stages(False, False, 96, 2, 32, mx.bfloat16) == 0  # 6 code words a key
+    assert gpu.quantized_stages(False, False, 128, 8, 32, mx.bfloat16) == long_stages  # 8-byte scale rows
+    assert gpu.quantized_stages(False, False, 256, 4, 32, mx.bfloat16) == long_stages  # 16-byte scale rows
+    assert gpu.quantized_stages(False, False, 128, 4, 128, mx.bfloat16) == 0  # 2 bytes
+    assert gpu.quantized_stages(False, False, 256, 4, 32, mx.float32) == 0  # 32 bytes
+    monkeypatch.setattr(gpu, "on_metal", lambda: True)
+    assert gpu.quantized_stages(False, False, 128, 4, 64, mx.bfloat16) == 0
+    with gpu_constants(STAGE_ON_METAL=True):
+        assert gpu.quantized_stages(False, False, 128, 4, 64, mx.bfloat16) == long_stages
 
 
 @pytest.mark.skipif(not nvcc_wrap.nvcc_available(), reason="nvcc not installed here")
