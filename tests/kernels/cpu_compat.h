@@ -8,8 +8,8 @@
 // of its lanes. That needs the lanes of a simdgroup to reach every shuffle together, which is the
 // rule the kernels follow on the GPU as well. Nothing of the kernels' own text changes:
 // metal/decode_attention.h's generic (Metal) helpers are the ones compiled here, so this also
-// checks the parts that only the Metal build uses; but fa_copy_async, whose copies land at the
-// copying thread's fa_copy_wait as cp.async's do (a read that skips the wait sees stale data).
+// checks the parts that only the Metal build uses, but for fa_copy_async: here its copies land at
+// the copying thread's fa_copy_wait, as cp.async's do (a read that skips the wait sees stale data).
 #pragma once
 
 #include <ucontext.h>
@@ -81,7 +81,7 @@ struct fa_cpu_group {
   fa_cpu_barrier threadgroup_sync;
   std::vector<fa_cpu_barrier> simd_sync;
   std::vector<float> simd_values;
-  std::vector<fa_cpu_copies> copies;  // (a threadgroup's copies never left in flight reach the next)
+  std::vector<fa_cpu_copies> copies;  // reset for each threadgroup: copies left in flight never land
   uint finished = 0;
   ucontext_t launcher;
 };
