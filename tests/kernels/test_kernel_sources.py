@@ -200,7 +200,7 @@ def test_quantized_matrix_kernel_bounded_where_its_registers_allow(monkeypatch, 
                                                                     bounded, short):
     """gpu.QUANTIZED_MMA_THREADGROUPS_PER_SM caps split blocks of at most 4 bits and 2 groups a row,
     QUANTIZED_SHORT_BLOCK_THREADGROUPS_PER_SM short ones; ptxas spills little there (nvcc 13.0:
-    0-40 bytes at 6 an SM, 116-156 at 8) and much at 8 bits or 4 groups."""
+    0-40 bytes at 6 an SM, 104-156 at 8, staged or not) and much at 8 bits or 4 groups."""
     monkeypatch.setattr(gpu, "on_metal", lambda: False)
     # (the problem's 40 keys: one block of MIN_BLOCK keys)
     with gpu_constants(SINGLE_PASS_MAX_S=4096 if single_pass else 0,
@@ -265,8 +265,9 @@ def test_quantized_stages_policy(monkeypatch):
 @pytest.mark.parametrize("bits", [4, 8])
 def test_quantized_matrix_kernel_loads_are_global(monkeypatch, bits):
     """The row pointers decode_mma.metal holds whole (cuda_compat.h's fa_pin, an empty asm) keep
-    their address space: every load of codes, scales and biases is ld.global, none generic
-    (which the asm alone would make them, and slower to issue)."""
+    their address space: every load of codes, scales and biases is ld.global (ld.shared where the
+    tiles are staged through threadgroup memory), none generic (which the asm alone would make
+    them, and slower to issue)."""
     monkeypatch.setattr(gpu, "on_metal", lambda: False)
     monkeypatch.setattr(gpu, "SINGLE_PASS_MAX_S", 0)
     launch = gpu.decode_launch(_problem(True, mx.bfloat16, None, 128, bits, 1, 32, 8, group_size=64), quantized=True)
