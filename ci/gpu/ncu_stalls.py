@@ -6,7 +6,9 @@
     python ci/gpu/ncu_stalls.py q4.csv [TOP]
 
 Prints the stall reasons summed over the hottest loop (the instructions executed most often) and
-its TOP (12) instructions by warp-state samples, each with its four largest reasons.
+its TOP (12) instructions by warp-state samples, each with its four largest reasons; then the same
+for the instructions before the loop and after it (setup, and the merge and the writes), with
+TOP // 3 instructions each.
 """
 import csv
 import sys
@@ -28,12 +30,19 @@ def main():
     lo, hi = min(hot), max(hot)
     print(f"loop: rows {lo}-{hi}, executed {max(executed)} times; samples {sum(count(r, samples) for r in data)} "
           f"in all, {sum(count(data[i], samples) for i in range(lo, hi + 1))} in the loop")
-    totals = {r: sum(count(data[i], r) for i in range(lo, hi + 1)) for r in reasons}
-    print(", ".join(f"{r[6:]} {v}" for r, v in sorted(totals.items(), key=lambda x: -x[1]) if v))
-    for i in sorted(sorted(range(lo, hi + 1), key=lambda i: -count(data[i], samples))[:top]):
-        why = sorted(((count(data[i], r), r[6:]) for r in reasons), reverse=True)[:4]
-        print(f"{i:5d} {count(data[i], samples):6d}  {data[i][1].strip()[:58]:58s}  " +
-              ", ".join(f"{name} {n}" for n, name in why if n))
+
+    def summary(rows, top):
+        totals = {r: sum(count(data[i], r) for i in rows) for r in reasons}
+        print(", ".join(f"{r[6:]} {v}" for r, v in sorted(totals.items(), key=lambda x: -x[1]) if v))
+        for i in sorted(sorted(rows, key=lambda i: -count(data[i], samples))[:top]):
+            why = sorted(((count(data[i], r), r[6:]) for r in reasons), reverse=True)[:4]
+            print(f"{i:5d} {count(data[i], samples):6d}  {data[i][1].strip()[:58]:58s}  " +
+                  ", ".join(f"{name} {n}" for n, name in why if n))
+
+    summary(range(lo, hi + 1), top)
+    for name, rows in (("before the loop", range(0, lo)), ("after the loop", range(hi + 1, len(data)))):
+        print(f"{name}: samples {sum(count(data[i], samples) for i in rows)}")
+        summary(rows, max(1, top // 3))
 
 
 if __name__ == "__main__":
