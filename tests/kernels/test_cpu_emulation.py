@@ -20,7 +20,7 @@ from fusedattend import gpu
 from tests.kernels.cpu_emulator import compiler_available, emulated_gpu
 from tests.kernels.gpu_constants import gpu_constants
 from tests.property.strategies import (
-    attention_cases, cancelling_case, edge_case, examples, pinned, pinned_cases, pinned_layered_cases,
+    attention_cases, cancelling_case, climbing_case, edge_case, examples, pinned, pinned_cases, pinned_layered_cases,
     pinned_quantized_cases, quantized_cases, run_case,
 )
 from tests.property.test_batch_invariance import _check_layers, _check_requests
@@ -301,6 +301,16 @@ def test_emulated_quantized_output_keeps_float_accuracy(q_scale):
     with emulated_gpu("nvidia"):
         assert gpu.out_mantissa(4) != 0
         check_parity(cancelling_case(q_scale), "cuda")
+
+
+@pytest.mark.parametrize("layout", ["apple", "nvidia"])
+@pytest.mark.parametrize("single_pass_max_s", [4096, 0], ids=["one_block", "split"])
+def test_emulated_quantized_climbing_scores(single_pass_max_s, layout):
+    """Rows whose max climbs from tile to tile by steps around 2^8 (strategies.climbing_case), in
+    one block and across 256-key blocks: every rescale of the output, the denominator and the V
+    bias term lands where it should (one of the three missed would be off by the scale of V)."""
+    with emulated_gpu(layout), gpu_constants(SINGLE_PASS_MAX_S=single_pass_max_s):
+        check_parity(climbing_case(), "cuda")
 
 
 @pytest.mark.parametrize("simdgroups", [1, 2, 4])

@@ -15,6 +15,7 @@ Widening: long S (up to 16385) is drawn when the active profile runs >= 200 exam
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field, replace
 from typing import Optional
@@ -431,6 +432,7 @@ def pinned_quantized_cases():
         edge_case(S=130, D=64, bits=4, group_size=32, layout="cache", mask="bool_hidden_row"),
         edge_case(S=130, bits=4, group_size=64, layout="strided", key_ranges=[[5, 120], [0, 130]]),
         cancelling_case(),
+        climbing_case(),
     ]
 
 
@@ -454,6 +456,37 @@ def cancelling_case(q_scale=0.02, D=64, seed=0):
     q = to_mx(np.random.default_rng(seed + 1).standard_normal((1, 8, 1, D)) * q_scale, mx.bfloat16)
     return Case(q, k, v, dtype=mx.bfloat16, bits=4, group_size=64, seed=seed,
                 info={"pinned": True, "cancelling": q_scale})
+
+
+def climbing_case(S=300, D=64, seed=0):
+    """4-bit K/V whose scores climb from tile to tile of 16 keys, then level off: each query row's
+    max passes the one before by steps that alternate around 8 (base 2: 7.5 and 8.5 times the
+    row's query, 0.5 to 1.25), so that a kernel's running max moves by more and by less than a
+    factor 2^8 from tile to tile, in one block and across blocks, and the last tiles' scores sit
+    just under the max (many weights near 1). K is a code of 15 in dim 0 only, with a scale per
+    key; V random codes."""
+    rng = np.random.default_rng(seed)
+    tiles = -(-S // 16)
+    steps = np.where(np.arange(tiles) % 2 == 1, 7.5, 8.5)
+    steps[0] = 0.0
+    top = np.cumsum(steps)
+    top[14:] = top[min(13, tiles - 1)] - 0.25  # level: the max stays where it is
+    levels = (top[:, None] - 0.5 * (15 - np.arange(16))[None, :]).reshape(-1)[:S]  # base 2, row of query 1
+    k_scale = levels / (15 * D ** -0.5 * math.log2(math.e))
+
+    def packed(codes):  # (S, D) 4-bit codes -> (1, 1, S, D / 8) words, element i at bits 4 i
+        c = codes.reshape(codes.shape[0], -1, 8).astype(np.uint32)
+        return mx.array((c << (4 * np.arange(8, dtype=np.uint32))).sum(-1).astype(np.uint32))[None, None]
+
+    k_codes = np.zeros((S, D), dtype=np.int64)
+    k_codes[:, 0] = 15
+    k = (packed(k_codes), to_mx(k_scale.reshape(1, 1, S, 1), mx.bfloat16), mx.zeros((1, 1, S, 1), dtype=mx.bfloat16))
+    v = (packed(rng.integers(0, 16, size=(S, D))), mx.full((1, 1, S, 1), 0.1, dtype=mx.bfloat16),
+         mx.full((1, 1, S, 1), -0.75, dtype=mx.bfloat16))
+    q = np.zeros((1, 4, 1, D))
+    q[0, :, 0, 0] = [1.0, 0.75, 1.25, 0.5]
+    return Case(to_mx(q, mx.bfloat16), k, v, dtype=mx.bfloat16, bits=4, group_size=64, seed=seed,
+                info={"pinned": True, "climbing": S})
 
 
 # --------------------------------------------------------------------------------------------
