@@ -436,6 +436,13 @@ def pinned_quantized_cases():
     ]
 
 
+def packed_codes4(codes):
+    """(S, D) 4-bit codes -> (1, 1, S, D / 8) uint32 words as mx.quantize packs them (element i at
+    bits 4 i), for cases built from their codes."""
+    c = codes.reshape(codes.shape[0], -1, 8).astype(np.uint32)
+    return mx.array((c << (4 * np.arange(8, dtype=np.uint32))).sum(-1).astype(np.uint32))[None, None]
+
+
 def cancelling_case(q_scale=0.02, D=64, seed=0):
     """4-bit K/V of two keys whose V rows cancel exactly (codes c and 15 - c, scale 1/8, bias
     -15/16, all exact in bf16), small bf16 queries (nearly equal weights): the output is near 0,
@@ -443,16 +450,12 @@ def cancelling_case(q_scale=0.02, D=64, seed=0):
     accuracy (two bf16 parts of them broke it; docs/gpu.md)."""
     rng = np.random.default_rng(seed)
 
-    def packed(codes):  # (S, D) 4-bit codes -> (1, 1, S, D / 8) words, element i at bits 4 i
-        c = codes.reshape(codes.shape[0], -1, 8).astype(np.uint32)
-        return mx.array((c << (4 * np.arange(8, dtype=np.uint32))).sum(-1).astype(np.uint32))[None, None]
-
     def params(scale, bias):
         return mx.full((1, 1, 2, 1), scale, dtype=mx.bfloat16), mx.full((1, 1, 2, 1), bias, dtype=mx.bfloat16)
 
     c0 = rng.integers(0, 16, size=D)
-    k = (packed(rng.integers(0, 16, size=(2, D))), *params(0.01, 0.0))
-    v = (packed(np.stack([c0, 15 - c0])), *params(0.125, -0.9375))
+    k = (packed_codes4(rng.integers(0, 16, size=(2, D))), *params(0.01, 0.0))
+    v = (packed_codes4(np.stack([c0, 15 - c0])), *params(0.125, -0.9375))
     q = to_mx(np.random.default_rng(seed + 1).standard_normal((1, 8, 1, D)) * q_scale, mx.bfloat16)
     return Case(q, k, v, dtype=mx.bfloat16, bits=4, group_size=64, seed=seed,
                 info={"pinned": True, "cancelling": q_scale})
@@ -473,15 +476,11 @@ def climbing_case(S=300, D=64, seed=0):
     top[14:] = top[min(13, tiles - 1)] - 0.25  # level: the max stays where it is
     levels = (top[:, None] - 0.5 * (15 - np.arange(16))[None, :]).reshape(-1)[:S]  # base 2, row of query 1
     k_scale = levels / (15 * D ** -0.5 * math.log2(math.e))
-
-    def packed(codes):  # (S, D) 4-bit codes -> (1, 1, S, D / 8) words, element i at bits 4 i
-        c = codes.reshape(codes.shape[0], -1, 8).astype(np.uint32)
-        return mx.array((c << (4 * np.arange(8, dtype=np.uint32))).sum(-1).astype(np.uint32))[None, None]
-
     k_codes = np.zeros((S, D), dtype=np.int64)
     k_codes[:, 0] = 15
-    k = (packed(k_codes), to_mx(k_scale.reshape(1, 1, S, 1), mx.bfloat16), mx.zeros((1, 1, S, 1), dtype=mx.bfloat16))
-    v = (packed(rng.integers(0, 16, size=(S, D))), mx.full((1, 1, S, 1), 0.1, dtype=mx.bfloat16),
+    k = (packed_codes4(k_codes), to_mx(k_scale.reshape(1, 1, S, 1), mx.bfloat16),
+         mx.zeros((1, 1, S, 1), dtype=mx.bfloat16))
+    v = (packed_codes4(rng.integers(0, 16, size=(S, D))), mx.full((1, 1, S, 1), 0.1, dtype=mx.bfloat16),
          mx.full((1, 1, S, 1), -0.75, dtype=mx.bfloat16))
     q = np.zeros((1, 4, 1, D))
     q[0, :, 0, 0] = [1.0, 0.75, 1.25, 0.5]
