@@ -20,10 +20,10 @@ def main():
     header, data = rows[1], rows[2:]  # rows[0] names the kernel
     col = {h: i for i, h in enumerate(header)}
     reasons = [h for h in header if h.startswith("stall_") and "Not Issued" not in h]
-    samples = col["Warp Stall Sampling (All Samples)"]
+    samples = "Warp Stall Sampling (All Samples)"
 
     def count(row, name):
-        return int(row[col[name]] or 0) if isinstance(name, str) else int(row[name] or 0)
+        return int(row[col[name]] or 0)
 
     executed = [count(r, "Instructions Executed") for r in data]
     hot = [i for i, e in enumerate(executed) if e == max(executed)]
