@@ -325,7 +325,6 @@ inline void fa_cpu_launch(uint3 groups, uint threads, Body body) {
     b.count = 32;
   }
   g.simd_values.resize(g.simd_sync.size() * 32);
-  g.copies.resize(threads);
   fa_cpu_current = &g;
   // Threadgroups run in a shuffled (fixed) order, as a GPU may run them in any: a kernel that
   // counts on an order (say, block NB - 1 finishing last) fails here.
