@@ -614,35 +614,60 @@ METAL_FUNC void fa_pmma_load_tile(thread fa_pmma_tile<T, D>& t, bool narrow, boo
   }
 }
 
-// Merge `count` partial online-softmax states (scores in base 2): state i has running max
-// m[i * ml_stride], denominator l[i * ml_stride] and unnormalised output o[i * o_stride]. Returns
-// the merged unnormalised output and sets the merged max and denominator. States that saw no key
-// have m = -inf and weigh nothing. The order is fixed, so the result never depends on scheduling.
-// The decode kernels merge their simdgroups' states with it, from threadgroup memory; the key
-// blocks' states, in device memory, merge in merge_partials.metal, lanes holding the blocks.
-template <typename PM, typename PO>
-METAL_FUNC float fa_merge_states(
-    PM m, PM l, int ml_stride, PO o, int o_stride, int count,
-    thread float& m_out, thread float& l_out) {
-  float m_all = -INFINITY;
-  #pragma unroll 8
-  for (int i = 0; i < count; ++i) {
-    m_all = metal::max(m_all, m[i * ml_stride]);
+// Merge COUNT partial online-softmax states (scores in base 2): state i has running max
+// m[i * ml_stride], denominator l[i * ml_stride] and unnormalised output o[i * o_stride]. States
+// that saw no key have m = -inf and weigh nothing. The order is fixed, so the result never depends
+// on scheduling. fa_merge_weights works out a row's merged max and denominator and each state's
+// weight once; fa_merge_outputs then merges each element of the row's outputs with them, and
+// fa_merge_states does both for one element. The decode kernels merge their simdgroups' states
+// with these, from threadgroup memory; the key blocks' states, in device memory, merge in
+// merge_partials.metal, lanes holding the blocks.
+template <int COUNT>
+struct fa_merged {
+  float w[COUNT];
+  float m;
+  float l;
+};
+template <int COUNT, typename PM>
+METAL_FUNC fa_merged<COUNT> fa_merge_weights(PM m, PM l, int ml_stride) {
+  fa_merged<COUNT> s;
+  s.m = -INFINITY;
+  #pragma unroll
+  for (int i = 0; i < COUNT; ++i) {
+    s.m = metal::max(s.m, m[i * ml_stride]);
   }
-  float o_all = 0.0f;
-  float l_all = 0.0f;
-  if (m_all != -INFINITY) {
-    #pragma unroll 8
-    for (int i = 0; i < count; ++i) {
-      float mi = m[i * ml_stride];
-      float w = fa_exp2(mi - m_all);  // 0 for a state that saw no key
-      o_all += w * o[i * o_stride];
-      l_all += w * l[i * ml_stride];
+  s.l = 0.0f;
+  #pragma unroll
+  for (int i = 0; i < COUNT; ++i) {
+    s.w[i] = 0.0f;
+  }
+  if (s.m != -INFINITY) {
+    #pragma unroll
+    for (int i = 0; i < COUNT; ++i) {
+      s.w[i] = fa_exp2(m[i * ml_stride] - s.m);  // 0 for a state that saw no key
+      s.l += s.w[i] * l[i * ml_stride];
     }
   }
-  m_out = m_all;
-  l_out = l_all;
+  return s;
+}
+template <int COUNT, typename PO>
+METAL_FUNC float fa_merge_outputs(thread const fa_merged<COUNT>& s, PO o, int o_stride) {
+  float o_all = 0.0f;
+  if (s.m != -INFINITY) {
+    #pragma unroll
+    for (int i = 0; i < COUNT; ++i) {
+      o_all += s.w[i] * o[i * o_stride];
+    }
+  }
   return o_all;
+}
+template <int COUNT, typename PM, typename PO>
+METAL_FUNC float fa_merge_states(PM m, PM l, int ml_stride, PO o, int o_stride, thread float& m_out,
+                                 thread float& l_out) {
+  const fa_merged<COUNT> s = fa_merge_weights<COUNT>(m, l, ml_stride);
+  m_out = s.m;
+  l_out = s.l;
+  return fa_merge_outputs(s, o, o_stride);
 }
 
 // The attention output of a merged state: unnormalised output over denominator, and 0 for a row

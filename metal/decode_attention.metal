@@ -415,7 +415,7 @@ for (int r = 0; r < ROWS; ++r) {
     for (int d = tid; d < D; d += THREADS) {
       float m_all;
       float l_all;
-      const float o = fa_merge_states(tg_max, tg_sum, 1, tg_acc + d, D, NSG, m_all, l_all);
+      const float o = fa_merge_states<NSG>(tg_max, tg_sum, 1, tg_acc + d, D, m_all, l_all);
 #if FA_SINGLE_PASS
       // One block holds every key: normalise here, as merge_partials.metal would (a single
       // state merges with weight exactly 1), and skip the second launch.

@@ -64,6 +64,10 @@ constexpr int TILES16 = D / 16;                 // 16-dim tiles of Q and K (SCOR
 constexpr int TILES16_PER_GROUP = GS / 16;
 constexpr int PAIRS_PER_WORD = 16 / BITS;       // fa_code_pair's pairs of codes in a code word
 constexpr bool HIDES_PER_ROW = MASK != 0;      // a key may be hidden from some rows of a tile
+// How far (base 2) a score may pass its row's softmax base before the base moves: quantized K/V's
+// weights go to the output as three bf16 parts, which hold any float; plain K/V's as f16 / bf16
+// parts scaled by WEIGHT_SCALE for weights of at most 1, so there the base is the running max.
+constexpr float BASE_SLACK = FA_QUANTIZED ? 8.0f : 0.0f;
 #if FA_QUANTIZED
 constexpr bool OUT16 = OUT_MANTISSA != 0;
 constexpr int ROW_WORDS = D * BITS / 32;        // a key's code words
@@ -439,22 +443,21 @@ for (int pass = 0; pass < 2; ++pass) {
     }
     FA_LOAD_PART(true, sg_tile + 1, first + TILE_STRIDE);
 #endif
-    // Online softmax of each row over the lanes that hold it. The rescale is taken by the whole
-    // simdgroup (its products need every lane), only in a tile where some row's max grew.
-    float new_max[2];
-    float weight_base[2];
-    bool grew = false;
+    // Online softmax of each row over the lanes that hold it, against a base (the row's max when
+    // it last moved) that moves only where a score passes it by more than BASE_SLACK. Only then do
+    // the lanes combine the rows' maxima (three shuffles a row) and rescale, the whole simdgroup
+    // at once (its products need every lane): most tiles skip both. Weights reach 2^BASE_SLACK.
+    bool passed = false;
     #pragma unroll
     for (int j = 0; j < 2; ++j) {
-      new_max[j] = metal::max(row_max[j], fa_frag_col_max(metal::max(score[0][j], score[1][j])));
-      weight_base[j] = new_max[j] == -INFINITY ? 0.0f : new_max[j];
-      grew = grew || new_max[j] > row_max[j];
+      passed = passed || metal::max(score[0][j], score[1][j]) > row_max[j] + BASE_SLACK;
     }
-    if (simd_any(grew)) {
+    if (simd_any(passed)) {
       #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        const float rescale = fa_exp2(row_max[j] - weight_base[j]);
-        row_max[j] = new_max[j];
+        const float new_max = metal::max(row_max[j], fa_frag_col_max(metal::max(score[0][j], score[1][j])));
+        const float rescale = fa_exp2(row_max[j] - (new_max == -INFINITY ? 0.0f : new_max));
+        row_max[j] = new_max;
         row_sum[j] *= rescale;
 #if FA_QUANTIZED
         #pragma unroll
@@ -467,6 +470,11 @@ for (int pass = 0; pass < 2; ++pass) {
           out_frag[i].e[j] *= rescale;
         }
       }
+    }
+    float weight_base[2];
+    #pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      weight_base[j] = row_max[j] == -INFINITY ? 0.0f : row_max[j];
     }
     // The weights P^T (keys x rows), then as B operands scaled for each V group. Hidden keys never
     // touch the output: codes are finite, so zeroing their scale and bias is enough, NaN included;
@@ -626,21 +634,20 @@ for (int j = 0; j < 2; ++j) {
   }
 }
 threadgroup_barrier(mem_flags::mem_threadgroup);
-for (int e = tid; e < ROWS * D; e += THREADS) {
-  const int r = e / D;
-  const int d = e % D;
-  if (FA_ROW_LIVE(r)) {
-    const int64_t out_row = (int64_t(n) * H_q + FA_ROW_HEAD(r)) * L + FA_ROW(r) % L;
-    float m_all;
-    float l_all;
-    const float o = fa_merge_states(tg_max + r, tg_sum + r, ROWS, tg_acc + r * D + d, ROWS * D, NSG, m_all, l_all);
+// A row at a time (the live rows come first): its merge weights once, then its D elements over
+// the threads (not the weights again for each element).
+for (int r = 0; r < ROWS && FA_ROW_LIVE(r); ++r) {
+  const int64_t out_row = (int64_t(n) * H_q + FA_ROW_HEAD(r)) * L + FA_ROW(r) % L;
+  const fa_merged<NSG> merged = fa_merge_weights<NSG>(tg_max + r, tg_sum + r, ROWS);
+  for (int d = tid; d < D; d += THREADS) {
+    const float o = fa_merge_outputs(merged, tg_acc + r * D + d, ROWS * D);
 #if FA_SINGLE_PASS
-    out[out_row * D + d] = static_cast<T>(fa_normalise(o, l_all));
+    out[out_row * D + d] = static_cast<T>(fa_normalise(o, merged.l));
 #else
     out_partial[(out_row * NB + block) * D + d] = o;
     if (d == 0) {
-      stats_partial[(out_row * NB + block) * 2] = m_all;
-      stats_partial[(out_row * NB + block) * 2 + 1] = l_all;
+      stats_partial[(out_row * NB + block) * 2] = merged.m;
+      stats_partial[(out_row * NB + block) * 2 + 1] = merged.l;
     }
 #endif
   }
