@@ -15,9 +15,10 @@ case "${1:-}" in
     [[ -f $gpu/a/install.sh && -f $gpu/b/part.01 ]] || { echo "no staged MLX under $gpu (run shared/gpu/stage-mlx-cuda.sh $gpu)" >&2; exit 2; }
     # What else travels: the files git tracks and the untracked ones it does not ignore.
     tree=$(git ls-files -z --cached --others --exclude-standard | du -cb --files0-from=- | tail -1 | cut -f1)
-    limit=$((64 * 1024 * 1024))
-    part=$((limit - tree - 4 * 1024 * 1024))  # 4 MiB to spare for files added before the calls
-    (( part > 8 * 1024 * 1024 )) || { echo "the working tree ($tree bytes) leaves too little room" >&2; exit 2; }
+    limit=${FA_STAGE_LIMIT_BYTES:-$((64 * 1024 * 1024))}  # what one call carries
+    spare=${FA_STAGE_SPARE_BYTES:-$((4 * 1024 * 1024))}  # for files added before the calls
+    part=$((limit - tree - spare))
+    (( part >= limit / 8 )) || { echo "the working tree ($tree bytes) leaves too little room" >&2; exit 2; }
     rm -rf "$gpu"/p[0-9]* "$gpu/all.tar"
     # b's install.sh stands in for a's: both are the same script (it installs from part.00 and part.01).
     tar -C "$gpu" -cf "$gpu/all.tar" --exclude=a/install.sh a b
