@@ -25,11 +25,14 @@ def main():
     def count(row, name):
         return int(row[col[name]] or 0)
 
+    def sampled(rows):
+        return sum(count(data[i], samples) for i in rows)
+
     executed = [count(r, "Instructions Executed") for r in data]
     hot = [i for i, e in enumerate(executed) if e == max(executed)]
     lo, hi = min(hot), max(hot)
-    print(f"loop: rows {lo}-{hi}, executed {max(executed)} times; samples {sum(count(r, samples) for r in data)} "
-          f"in all, {sum(count(data[i], samples) for i in range(lo, hi + 1))} in the loop")
+    print(f"loop: rows {lo}-{hi}, executed {max(executed)} times; samples {sampled(range(len(data)))} "
+          f"in all, {sampled(range(lo, hi + 1))} in the loop")
 
     def summary(rows, top):
         totals = {r: sum(count(data[i], r) for i in rows) for r in reasons}
@@ -41,7 +44,7 @@ def main():
 
     summary(range(lo, hi + 1), top)
     for name, rows in (("before the loop", range(0, lo)), ("after the loop", range(hi + 1, len(data)))):
-        print(f"{name}: samples {sum(count(data[i], samples) for i in rows)}")
+        print(f"{name}: samples {sampled(rows)}")
         summary(rows, max(1, top // 3))
 
 
