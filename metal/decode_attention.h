@@ -98,6 +98,12 @@ METAL_FUNC float fa_exp2(float x) {
 }
 #endif
 
+// What a row's weights 2^(score - base) are taken against, for its running max m: m itself, or 0
+// while the row has seen no key (m = -inf), so that its -inf scores weigh 0 and not NaN.
+METAL_FUNC float fa_weight_base(float m) {
+  return m == -INFINITY ? 0.0f : m;
+}
+
 // A query row of a kernel's tile (position `position` of L, `live` unless it pads the tile): the
 // last key it may see, causal alignment included (MASK 1), -1 for a padding row; and the offset of
 // its row of a boolean or additive mask (MASK >= 2, strides of the (NL, B, H_q, L, S) view).

@@ -296,7 +296,7 @@ for (int first = lo + sg * KEYS_PER_STEP - STEP_STRIDE; first < hi; first += STE
       new_max[i] = metal::max(new_max[i], score[u][i]);
     }
     grew = grew || new_max[i] > row_max[i];
-    weight_base[i] = (new_max[i] == -INFINITY) ? 0.0f : new_max[i];
+    weight_base[i] = fa_weight_base(new_max[i]);
   }
   if (simd_any(grew)) {
     float rescale[ROWS_HELD];

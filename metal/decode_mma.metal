@@ -456,7 +456,7 @@ for (int pass = 0; pass < 2; ++pass) {
       #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const float new_max = metal::max(row_max[j], fa_frag_col_max(metal::max(score[0][j], score[1][j])));
-        const float rescale = fa_exp2(row_max[j] - (new_max == -INFINITY ? 0.0f : new_max));
+        const float rescale = fa_exp2(row_max[j] - fa_weight_base(new_max));
         row_max[j] = new_max;
         row_sum[j] *= rescale;
 #if FA_QUANTIZED
@@ -474,7 +474,7 @@ for (int pass = 0; pass < 2; ++pass) {
     float weight_base[2];
     #pragma unroll
     for (int j = 0; j < 2; ++j) {
-      weight_base[j] = row_max[j] == -INFINITY ? 0.0f : row_max[j];
+      weight_base[j] = fa_weight_base(row_max[j]);
     }
     // The weights P^T (keys x rows), then as B operands scaled for each V group. Hidden keys never
     // touch the output: codes are finite, so zeroing their scale and bias is enough, NaN included;
