@@ -412,19 +412,18 @@ for (int r = 0; r < ROWS; ++r) {
   if (rr < group_rows) {
     const int head = kv_head * G + rr / L;
     const int64_t row = (int64_t(n) * H_q + head) * L + rr % L;
+    const fa_merged<NSG> merged = fa_merge_weights<NSG>(tg_max, tg_sum, 1);  // once a row, not an element
     for (int d = tid; d < D; d += THREADS) {
-      float m_all;
-      float l_all;
-      const float o = fa_merge_states<NSG>(tg_max, tg_sum, 1, tg_acc + d, D, m_all, l_all);
+      const float o = fa_merge_outputs(merged, tg_acc + d, D);
 #if FA_SINGLE_PASS
       // One block holds every key: normalise here, as merge_partials.metal would (a single
       // state merges with weight exactly 1), and skip the second launch.
-      out[row * D + d] = static_cast<T>(fa_normalise(o, l_all));
+      out[row * D + d] = static_cast<T>(fa_normalise(o, merged.l));
 #else
       out_partial[(row * NB + block) * D + d] = o;
       if (d == 0) {
-        stats_partial[(row * NB + block) * 2] = m_all;
-        stats_partial[(row * NB + block) * 2 + 1] = l_all;
+        stats_partial[(row * NB + block) * 2] = merged.m;
+        stats_partial[(row * NB + block) * 2 + 1] = merged.l;
       }
 #endif
     }
