@@ -254,7 +254,6 @@ const auto v_row = v + layer * v_strides5[0] + request * v_strides5[1] + kv_head
 // an address register for each.
 const int last_readable = metal::max(hi, 1) - 1;
 constexpr int TILE_STRIDE = NSG * TILE_KEYS;
-const int sg_first = lo + sg * TILE_KEYS;  // this simdgroup's first key; its tiles are TILE_STRIDE apart
 #if FA_QUANTIZED
 // STAGES > 0: the 32-bit pass stages each simdgroup's tiles through threadgroup memory, STAGES
 // of them ahead of the one it works on (fa_qmma_stage_tile: fa_copy_async, on CUDA cp.async),
@@ -313,9 +312,9 @@ for (int pass = 0; pass < 2; ++pass) {
   }
   // Copies tile n into its slot (none past the block: an empty batch keeps the count).
 #define FA_STAGE_TILE(n) \
-  if (sg_first + (n) * TILE_STRIDE < hi) { \
+  if (lo + sg * TILE_KEYS + (n) * TILE_STRIDE < hi) { \
     fa_qmma_stage_tile<ROW_WORDS, GROUPS>(FA_STAGE_CODES(n), FA_STAGE_SCALES(n), \
-        sg_first + (n) * TILE_STRIDE, last_readable, lane, k_row, k_codes_strides5, v_row, \
+        lo + sg * TILE_KEYS + (n) * TILE_STRIDE, last_readable, lane, k_row, k_codes_strides5, v_row, \
         v_codes_strides5, ks_row, kb_row, vs_row, vb_row, k_scales_strides5); \
   } \
   fa_copy_commit()
@@ -326,7 +325,7 @@ for (int pass = 0; pass < 2; ++pass) {
     v_row, v_codes_strides5, ks_row, k_scales_strides5, kb_row, k_biases_strides5, vs_row, v_scales_strides5, vb_row, \
     v_biases_strides5)
   for (int ahead = 1; ahead < PREFETCH_TILES; ++ahead) {
-    FA_PREFETCH(sg_first + ahead * TILE_STRIDE);
+    FA_PREFETCH(lo + sg * TILE_KEYS + ahead * TILE_STRIDE);
   }
   fa_qmma_tile<GROUPS, SCORE_RUN, OUT_RUN, BITS, ST, K_RUNS> now;
   if (staged) {
@@ -335,9 +334,9 @@ for (int pass = 0; pass < 2; ++pass) {
     }
     fa_copy_wait<STAGES_PENDING>();
   }
-  FA_LOAD_PART(true, 0, sg_first);
-  FA_LOAD_PART(false, 0, sg_first);
-  for (int first = sg_first, sg_tile = 0; first < hi; first += TILE_STRIDE, ++sg_tile) {
+  FA_LOAD_PART(true, 0, lo + sg * TILE_KEYS);
+  FA_LOAD_PART(false, 0, lo + sg * TILE_KEYS);
+  for (int first = lo + sg * TILE_KEYS, sg_tile = 0; first < hi; first += TILE_STRIDE, ++sg_tile) {
     if (staged) {  // tile sg_tile is in registers, its slot read out: tile sg_tile + STAGES takes it
       simdgroup_barrier(mem_flags::mem_threadgroup);
       FA_STAGE_TILE(sg_tile + STAGES);
@@ -347,7 +346,7 @@ for (int pass = 0; pass < 2; ++pass) {
     }
 #else
   fa_pmma_tile<T, D> next_tile;
-  for (int first = sg_first - TILE_STRIDE; first < hi; first += TILE_STRIDE) {
+  for (int first = lo + sg * TILE_KEYS - TILE_STRIDE; first < hi; first += TILE_STRIDE) {
     fa_pmma_tile<T, D> now = next_tile;
     fa_pmma_load_tile(next_tile, narrow_pass, narrow_pass || packed, first + TILE_STRIDE, last_readable, lane, k_row, k_strides5,
                       v_row, v_strides5);
