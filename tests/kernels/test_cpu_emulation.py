@@ -7,6 +7,7 @@ cases both in one block (S <= gpu.SINGLE_PASS_MAX_S) and split into blocks merge
 launch. A change to a kernel is checked here, CI included, before it reaches a GPU.
 """
 
+import dataclasses
 import math
 
 import mlx.core as mx
@@ -301,6 +302,37 @@ def test_emulated_quantized_output_keeps_float_accuracy(q_scale):
     with emulated_gpu("nvidia"):
         assert gpu.out_mantissa(4) != 0
         check_parity(cancelling_case(q_scale), "cuda")
+
+
+def _queries_scaled(case, head_scales, dim_scales=1.0):
+    """`case` with query head h times head_scales[h], and each dim times dim_scales."""
+    q = np.array(case.q.astype(mx.float32)) * np.asarray(head_scales, dtype=np.float64)[:, None, None] * dim_scales
+    return dataclasses.replace(case, q=mx.array(q.astype(np.float32)).astype(case.dtype))
+
+
+# Query heads of one kv group whose sizes lie up to 2^199 apart (one all zero), and a row whose
+# dims are 2^66 apart. Drawn cases give every row about the same size, so a score operand scaled
+# by one row's size and undone by another's goes unseen there; here rows of size 1 and 7 sit
+# beside rows of 1e-3 and 1e3, where a swapped factor shows (docs/h200/f16-scores/: rows' factors
+# crossed fail all 8 cases). Rows far out (1e30) are bound by their own rounding: any weights
+# pass there, but not NaN.
+QUERY_RANGE_CASES = [
+    _queries_scaled(edge_case(S=257, D=128, H_q=8, H_kv=2, bits=4, group_size=64, mask="additive"),
+                    [1e-30, 1e-10, 1e-3, 1.0, 7.0, 1e3, 1e10, 1e30]),
+    _queries_scaled(edge_case(S=257, D=128, H_q=8, H_kv=2, bits=4, group_size=64, mask="additive"),
+                    [1e-38, 1.0, 3e4, 1.0, 1e-5, 1.0, 0.0, 1.0], np.where(np.arange(128) % 3 == 0, 1e-20, 1.0)),
+    _queries_scaled(edge_case(S=130, D=64, H_q=8, H_kv=1, bits=8, group_size=32, dtype=mx.float16),
+                    [1e-6, 1e-2, 1.0, 10.0, 100.0, 1e3, 3e3, 0.0]),
+    _queries_scaled(edge_case(S=129, D=128, H_q=4, H_kv=1, bits=2, group_size=64), [1e-20, 1.0, 1e20, 3.0]),
+]
+
+
+@pytest.mark.parametrize("layout", ["apple", "nvidia"])
+@pytest.mark.parametrize("case", QUERY_RANGE_CASES, ids=["heads", "heads_and_dims", "f16_8bit", "2bit"])
+def test_emulated_quantized_query_ranges(layout, case):
+    with emulated_gpu(layout):
+        assert gpu._uses_mma(True, case.dtype, case.dims[-1], False, 0)
+        check_parity(case, "cuda")
 
 
 @pytest.mark.parametrize("layout", ["apple", "nvidia"])
