@@ -316,11 +316,11 @@ def _queries_scaled(case, head_scales, dim_scales=1.0):
 # beside rows of 1e-3 and 1e3, where a swapped factor shows (docs/h200/f16-scores/: rows' factors
 # crossed fail all 8 cases). Rows far out (1e30) are bound by their own rounding: any weights
 # pass there, but not NaN.
+_FOUR_BIT_GROUPS = edge_case(S=257, D=128, H_q=8, H_kv=2, bits=4, group_size=64, mask="additive")
 QUERY_RANGE_CASES = [
-    _queries_scaled(edge_case(S=257, D=128, H_q=8, H_kv=2, bits=4, group_size=64, mask="additive"),
-                    [1e-30, 1e-10, 1e-3, 1.0, 7.0, 1e3, 1e10, 1e30]),
-    _queries_scaled(edge_case(S=257, D=128, H_q=8, H_kv=2, bits=4, group_size=64, mask="additive"),
-                    [1e-38, 1.0, 3e4, 1.0, 1e-5, 1.0, 0.0, 1.0], np.where(np.arange(128) % 3 == 0, 1e-20, 1.0)),
+    _queries_scaled(_FOUR_BIT_GROUPS, [1e-30, 1e-10, 1e-3, 1.0, 7.0, 1e3, 1e10, 1e30]),
+    _queries_scaled(_FOUR_BIT_GROUPS, [1e-38, 1.0, 3e4, 1.0, 1e-5, 1.0, 0.0, 1.0],
+                    np.where(np.arange(128) % 3 == 0, 1e-20, 1.0)),
     _queries_scaled(edge_case(S=130, D=64, H_q=8, H_kv=1, bits=8, group_size=32, dtype=mx.float16),
                     [1e-6, 1e-2, 1.0, 10.0, 100.0, 1e3, 3e3, 0.0]),
     _queries_scaled(edge_case(S=129, D=128, H_q=4, H_kv=1, bits=2, group_size=64), [1e-20, 1.0, 1e20, 3.0]),
