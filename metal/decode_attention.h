@@ -210,20 +210,26 @@ METAL_FUNC uint32_t fa_bytes_pair(uint32_t lo, uint32_t hi, int byte) {
 }
 #endif
 
-// Element e of two keys' runs of codes of one dim range, as fa_code_pair's pair of 16-bit floats
-// 1 + c / 2^BITS: `lo`'s code in the low half, `hi`'s in the high half, a word of a 16-bit V^T
+// Element e of two keys' runs of codes of one dim range, as a pair of 16-bit floats
+// 1 + c / 2^MANTISSA: `lo`'s code in the low half, `hi`'s in the high half, a word of a 16-bit V^T
 // operand (decode_mma.metal's output with OUT_MANTISSA != 0). The two codes' bytes are gathered
-// into one word (fa_bytes_pair), then one shift and one logic op make the pair, as for one key's.
+// into one word (fa_bytes_pair); each code then goes to the bottom of its half's mantissa, where a
+// byte's lowest code already lies: one logic op for it, a shift and a logic op for the others
+// (fa_code_pair puts every code at the top of the mantissa: a shift each). Its affine map is
+// fa_unit_scale<MANTISSA> / fa_unit_bias<MANTISSA>'s.
 template <int BITS, int MANTISSA, int E>
 METAL_FUNC uint32_t fa_code_pair_keys(thread const fa_code_chunk<E, BITS>& lo, thread const fa_code_chunk<E, BITS>& hi,
                                       int e, uint32_t pair_one) {
+  constexpr uint32_t MASK = ((1u << BITS) - 1u) * 0x10001u;
   const int bit = lo.first_bit + e * BITS;  // the same in `hi`: both runs are of the same dims
   const uint32_t both = fa_bytes_pair(lo.words[bit / 32], hi.words[bit / 32], bit % 32 / 8);
-  return fa_code_pair<BITS, MANTISSA>(both, bit % 8, pair_one);
+  const uint32_t moved = bit % 8 == 0 ? both : both >> (bit % 8);
+  return (moved & MASK) | pair_one;
 }
 
-// The affine map of codes read by fa_code_unit: scale * c + bias
-// = fa_unit_scale(scale) * (1 + c / 2^BITS) + fa_unit_bias(scale, bias).
+// The affine map of codes read by fa_code_unit (and fa_code_pair): scale * c + bias
+// = fa_unit_scale(scale) * (1 + c / 2^BITS) + fa_unit_bias(scale, bias); fa_code_pair_keys' with
+// BITS its operands' MANTISSA.
 template <int BITS>
 METAL_FUNC float fa_unit_scale(float scale) {
   return scale * float(1 << BITS);

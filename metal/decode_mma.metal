@@ -70,6 +70,7 @@ constexpr bool HIDES_PER_ROW = MASK != 0;      // a key may be hidden from some 
 constexpr float BASE_SLACK = FA_QUANTIZED ? 8.0f : 0.0f;
 #if FA_QUANTIZED
 constexpr bool OUT16 = OUT_MANTISSA != 0;
+constexpr int V_UNIT_BITS = OUT16 ? OUT_MANTISSA : BITS;  // V codes as 1 + c / 2^V_UNIT_BITS
 constexpr int ROW_WORDS = D * BITS / 32;        // a key's code words
 using Stage = fa_qmma_stage<ROW_WORDS>;
 #endif
@@ -366,10 +367,10 @@ for (int pass = 0; pass < 2; ++pass) {
       for (int g = 0; g < GROUPS; ++g) {
         k_unit_scale[h][g] = fa_unit_scale<BITS>(now.k_scale[h][g]);
         k_unit_bias[h][g] = fa_unit_bias<BITS>(now.k_scale[h][g], now.k_bias[h][g]);
-        v_unit_bias[h][g] = fa_unit_bias<BITS>(now.v_row_scale[h][g], now.v_bias[h][g]);
+        v_unit_bias[h][g] = fa_unit_bias<V_UNIT_BITS>(now.v_row_scale[h][g], now.v_bias[h][g]);
         #pragma unroll
         for (int j = 0; j < 2; ++j) {
-          v_unit_scale[h][j][g] = fa_unit_scale<BITS>(now.v_scale[h][j][g]);
+          v_unit_scale[h][j][g] = fa_unit_scale<V_UNIT_BITS>(now.v_scale[h][j][g]);
         }
       }
     }
