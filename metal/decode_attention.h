@@ -189,17 +189,25 @@ METAL_FUNC void fa_load_codes(CodePtr codes, int64_t key_at, int64_t step, bool 
   out.one = one;
 }
 
-// Two codes of a word as a pair of 16-bit floats 1 + c / 2^BITS, for 16-bit matrix operands
-// (fa_frag16): the codes at bits `bit` and `bit + 16` go to the low and the high half. MANTISSA is
-// the operand type's (10: f16, 7: bf16; BITS <= MANTISSA keeps it exact); `pair_one` is its 1.0
-// in both halves, read at run time as fa_code_unit's `one`. One shift and one logic op make two
-// codes, where a 32-bit operand (fa_code_unit) takes them for one.
-template <int BITS, int MANTISSA>
-METAL_FUNC uint32_t fa_code_pair(uint32_t word, int bit, uint32_t pair_one) {
-  constexpr int AT = MANTISSA > BITS ? MANTISSA - BITS : 0;  // (also compiles where never run)
+// The codes of a word at bits `bit` and `bit + 16` moved to bit AT of the low and the high half
+// and masked, with `pair_one` (1.0 in both halves) or-ed in: a pair of 16-bit floats
+// 1 + c * 2^AT / 2^MANTISSA. One shift and one logic op; no shift where bit == AT.
+template <int BITS, int AT>
+METAL_FUNC uint32_t fa_code_pair_at(uint32_t word, int bit, uint32_t pair_one) {
   constexpr uint32_t MASK = (((1u << BITS) - 1u) << AT) * 0x10001u;
   const uint32_t moved = AT >= bit ? word << (AT - bit) : word >> (bit - AT);
   return (moved & MASK) | pair_one;
+}
+
+// Two codes of a word as a pair of 16-bit floats 1 + c / 2^BITS, for 16-bit matrix operands
+// (fa_frag16): the codes at bits `bit` and `bit + 16` go to the top of the low and the high half's
+// mantissa. MANTISSA is the operand type's (10: f16, 7: bf16; BITS <= MANTISSA keeps it exact);
+// `pair_one` is its 1.0 in both halves, read at run time as fa_code_unit's `one`. One shift and one
+// logic op make two codes, where a 32-bit operand (fa_code_unit) takes them for one.
+template <int BITS, int MANTISSA>
+METAL_FUNC uint32_t fa_code_pair(uint32_t word, int bit, uint32_t pair_one) {
+  constexpr int AT = MANTISSA > BITS ? MANTISSA - BITS : 0;  // (also compiles where never run)
+  return fa_code_pair_at<BITS, AT>(word, bit, pair_one);
 }
 
 // Byte `byte` of `lo` and of `hi` as the low bytes of a word's low and high half; its other two
@@ -214,17 +222,15 @@ METAL_FUNC uint32_t fa_bytes_pair(uint32_t lo, uint32_t hi, int byte) {
 // 1 + c / 2^MANTISSA: `lo`'s code in the low half, `hi`'s in the high half, a word of a 16-bit V^T
 // operand (decode_mma.metal's output with OUT_MANTISSA != 0). The two codes' bytes are gathered
 // into one word (fa_bytes_pair); each code then goes to the bottom of its half's mantissa, where a
-// byte's lowest code already lies: one logic op for it, a shift and a logic op for the others
-// (fa_code_pair puts every code at the top of the mantissa: a shift each). Its affine map is
-// fa_unit_scale<MANTISSA> / fa_unit_bias<MANTISSA>'s.
+// byte's lowest code already lies (fa_code_pair_at with AT = 0): one logic op for it, a shift and
+// a logic op for the others (fa_code_pair puts every code at the top of the mantissa: a shift
+// each). Its affine map is fa_unit_scale<MANTISSA> / fa_unit_bias<MANTISSA>'s.
 template <int BITS, int MANTISSA, int E>
 METAL_FUNC uint32_t fa_code_pair_keys(thread const fa_code_chunk<E, BITS>& lo, thread const fa_code_chunk<E, BITS>& hi,
                                       int e, uint32_t pair_one) {
-  constexpr uint32_t MASK = ((1u << BITS) - 1u) * 0x10001u;
   const int bit = lo.first_bit + e * BITS;  // the same in `hi`: both runs are of the same dims
   const uint32_t both = fa_bytes_pair(lo.words[bit / 32], hi.words[bit / 32], bit % 32 / 8);
-  const uint32_t moved = bit % 8 == 0 ? both : both >> (bit % 8);
-  return (moved & MASK) | pair_one;
+  return fa_code_pair_at<BITS, 0>(both, bit % 8, pair_one);
 }
 
 // The affine map of codes read by fa_code_unit (and fa_code_pair): scale * c + bias

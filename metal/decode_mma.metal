@@ -356,7 +356,8 @@ for (int pass = 0; pass < 2; ++pass) {
     }
 #endif
 #if FA_QUANTIZED
-    // Codes read as 1 + c / 2^BITS (fa_code_unit): the scales and biases that undo it.
+    // K codes read as 1 + c / 2^BITS (fa_code_unit, fa_code_pair), V codes as 1 + c / 2^V_UNIT_BITS
+    // (fa_code_pair_keys when OUT16): the scales and biases that undo it.
     float k_unit_scale[2][GROUPS];
     float k_unit_bias[2][GROUPS];
     float v_unit_bias[2][GROUPS];
