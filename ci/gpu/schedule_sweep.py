@@ -11,6 +11,7 @@ against the reference computed on the CPU stream. Writes $OUT/schedule_sweep.jso
     SWEEP_SHAPES=1x512,32x512 python ci/gpu/schedule_sweep.py '{}'     # B x S shapes other than the five
     SWEEP_COLD_MB=200 python ci/gpu/schedule_sweep.py '{}' '{"SINGLE_PASS_MAX_S": 0}'   # K/V not in L2
     SWEEP_CHAIN=1 SWEEP_COLD_MB=200 python ci/gpu/schedule_sweep.py ...   # calls one after the other
+    SWEEP_PLAIN_ONLY=1 python ci/gpu/schedule_sweep.py ...   # bf16 K/V only
 
 A variant's "METAL" names another folder of kernel sources (say metal/ of an earlier commit),
 to time two versions of the kernels in one run:
@@ -66,6 +67,9 @@ class Caches:
 # calls are independent and MLX may run them side by side, which flatters launches of few
 # threadgroups.
 CHAIN = os.environ.get("SWEEP_CHAIN") == "1"
+# SWEEP_PLAIN_ONLY=1: time bf16 K/V only (the 4-bit column reads 0), for variants that change
+# only the plain kernels.
+PLAIN_ONLY = os.environ.get("SWEEP_PLAIN_ONLY") == "1"
 
 
 def queued_us(fn):
@@ -121,8 +125,8 @@ def main():
                 var = variants[i]
                 use(var)
                 t = bench(lambda q, k, v: fa.decode_attention(q, k, v, backend="cuda"), q, caches.next)
-                t_q4 = bench(lambda q, k, v: fa.quantized_decode_attention(q, k, v, backend="cuda"),
-                             q, lambda: caches.next(quantized=True))
+                t_q4 = 0.0 if PLAIN_ONLY else bench(lambda q, k, v: fa.quantized_decode_attention(q, k, v, backend="cuda"),
+                                                    q, lambda: caches.next(quantized=True))
                 old = best.get(i, (1e9, 1e9))
                 best[i] = (min(old[0], t), min(old[1], t_q4))
         for i, var in enumerate(variants):
