@@ -531,13 +531,14 @@ METAL_FUNC void fa_qmma_load_tile(
 // Staged tiles (decode_mma.metal's STAGES): a simdgroup's copy of one tile in threadgroup memory,
 // read back with fa_qmma_load_tile as `narrow` rows. Key r's K codes at codes + r * K_PITCH, its
 // V codes at codes + 16 * K_PITCH + r * V_PITCH; scales and biases as 4 arrays of 16 rows of
-// GROUPS (K scales, K biases, V scales, V biases). The pitches spread the rows that one load
-// instruction reads over the 32 banks (at 16 words a row: K's 8 rows, 2 words a lane, at 24
-// words; V's 4 keys of one parity at 20).
+// GROUPS (K scales, K biases, V scales, V biases). Rows sit as in device memory, unpadded: on the
+// H200 cp.async fills a stage faster when a source line lands in one piece, and rows padded to
+// spread the read-back loads over the banks (pitches of 24 and 20 words) took 4-7% longer at
+// 4-bit (docs/h200/stage-layout/) than the bank conflicts they avoided.
 template <int ROW_WORDS>
 struct fa_qmma_stage {
-  static constexpr int K_PITCH = ROW_WORDS + 8;
-  static constexpr int V_PITCH = ROW_WORDS + 4;
+  static constexpr int K_PITCH = ROW_WORDS;
+  static constexpr int V_PITCH = ROW_WORDS;
   static constexpr int CODE_WORDS = 16 * (K_PITCH + V_PITCH);
 };
 // A staged array's strides as fa_key_offset and fa_element_step read them: rows `key` apart.
