@@ -533,8 +533,8 @@ METAL_FUNC void fa_qmma_load_tile(
 // V codes at codes + 16 * K_PITCH + r * V_PITCH; scales and biases as 4 arrays of 16 rows of
 // GROUPS (K scales, K biases, V scales, V biases). Rows sit as in device memory, unpadded: on the
 // H200 cp.async fills a stage faster when a source line lands in one piece, and rows padded to
-// spread the read-back loads over the banks (pitches of 24 and 20 words) took 4-7% longer at
-// 4-bit (docs/h200/stage-layout/) than the bank conflicts they avoided.
+// spread the read-back loads over the banks (pitches of 24 and 20 words) took 2-7% longer at
+// 4-bit, B = 32 (docs/h200/stage-layout/), more than the bank conflicts they avoided cost.
 template <int ROW_WORDS>
 struct fa_qmma_stage {
   static constexpr int K_PITCH = ROW_WORDS;
