@@ -125,8 +125,9 @@ def main():
                 var = variants[i]
                 use(var)
                 t = bench(lambda q, k, v: fa.decode_attention(q, k, v, backend="cuda"), q, caches.next)
-                t_q4 = 0.0 if PLAIN_ONLY else bench(lambda q, k, v: fa.quantized_decode_attention(q, k, v, backend="cuda"),
-                                                    q, lambda: caches.next(quantized=True))
+                t_q4 = 0.0 if PLAIN_ONLY else bench(
+                    lambda q, k, v: fa.quantized_decode_attention(q, k, v, backend="cuda"), q,
+                    lambda: caches.next(quantized=True))
                 old = best.get(i, (1e9, 1e9))
                 best[i] = (min(old[0], t), min(old[1], t_q4))
         for i, var in enumerate(variants):
