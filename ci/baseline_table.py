@@ -2,7 +2,8 @@
 
     python ci/baseline_table.py tests/perf/baselines/nvidia-h200/*/0001_nvidia-h200.json
 
-One table per backend and format, one row per B and S: the backend's median µs per call, its GB/s of K/V, and the speed
+One table per backend and format, one row per B and S: the backend's median µs per call (a
+round's median over its calls_per_round queued calls, 1 in baselines that predate it), its GB/s of K/V, and the speed
 ratio against each peer timed in the same run (> 1: ours is faster), then the geometric mean
 of each ratio per format.
 """
@@ -13,7 +14,8 @@ import sys
 
 
 def main(path):
-    runs = [dict(b["extra_info"], median=b["stats"]["median"]) for b in json.load(open(path))["benchmarks"]]
+    runs = [dict(b["extra_info"], median=b["stats"]["median"] / b["extra_info"].get("calls_per_round", 1))
+            for b in json.load(open(path))["benchmarks"]]
     for backend, fmt in sorted({(e["backend"], e["format"]) for e in runs}):
         rows = sorted((e for e in runs if (e["backend"], e["format"]) == (backend, fmt)),
                       key=lambda e: (e["B"], e["S"]))

@@ -1,0 +1,85 @@
+"""A perf run against its chip's newest baseline, row by row, with a threshold that fits the row.
+
+    python ci/perf_compare.py tests/perf/baselines/<chip> RUN.json [--fail 25] [--host-bound-fail 60]
+
+RUN.json is pytest-benchmark's `--benchmark-json` output of `tests/perf` (ci/perf.sh compare
+writes it). Each row's median is taken per call (a round's median over its `calls_per_round`
+queued calls). A row whose baseline call takes less than --host-bound-us is host-bound: its time
+is the host's dispatch, which read up to 43% slower in back-to-back runs of unchanged kernels
+on the H200 (docs/perf.md), so it fails only past --host-bound-fail; the others past --fail.
+Prints one line a row; exits 1 when a row is slower than its threshold allows, or when the run
+shares no row with the baseline. --failed FILE lists the slow rows' names there, one a line
+(ci/perf.sh times those again and fails only if they are slow twice).
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def newest_baseline(storage: Path) -> Path:
+    """The highest-numbered saved run under a chip's storage folder (NNNN_<chip>.json)."""
+    runs = sorted(storage.glob("*/*.json"), key=lambda p: p.name)
+    if not runs:
+        raise SystemExit(f"no baseline under {storage}")
+    return runs[-1]
+
+
+def per_call_medians(path: Path) -> dict:
+    """test name -> median seconds per call."""
+    return {b["name"]: b["stats"]["median"] / b["extra_info"].get("calls_per_round", 1)
+            for b in json.loads(path.read_text())["benchmarks"]}
+
+
+def compare(baseline: dict, run: dict, fail: float, host_bound_fail: float, host_bound_s: float):
+    """(lines, failed names) for the rows both hold; rows only one holds are listed, not failed."""
+    lines, failed = [], []
+    for name in sorted(baseline.keys() | run.keys()):
+        if name not in run or name not in baseline:
+            lines.append(f"{name}: {'not run' if name not in run else 'no baseline'}")
+            continue
+        ratio = run[name] / baseline[name]
+        host_bound = baseline[name] < host_bound_s
+        limit = 1 + (host_bound_fail if host_bound else fail) / 100
+        verdict = "FAIL" if ratio > limit else "ok"
+        if verdict == "FAIL":
+            failed.append(name)
+        lines.append(f"{name}: {baseline[name] * 1e6:.1f} -> {run[name] * 1e6:.1f} us a call, {ratio:.2f}x "
+                     f"(limit {limit:.2f}x{', host-bound' if host_bound else ''}) {verdict}")
+    return lines, failed
+
+
+def percent(text: str) -> float:
+    return float(text.rstrip("%"))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("storage", type=Path, help="a chip's baseline folder, or one baseline's JSON")
+    p.add_argument("run", type=Path, help="pytest-benchmark --benchmark-json output")
+    p.add_argument("--fail", type=percent, default=25.0, help="allowed slowdown in %% (default 25)")
+    p.add_argument("--host-bound-fail", type=percent, default=None,
+                   help="allowed slowdown in %% for host-bound rows (default: --fail)")
+    p.add_argument("--host-bound-us", type=float, default=0.0,
+                   help="rows whose baseline call is shorter than this are host-bound (default 0: none)")
+    p.add_argument("--failed", type=Path, help="write the slow rows' names to this file")
+    args = p.parse_args(argv)
+    baseline_path = args.storage if args.storage.suffix == ".json" else newest_baseline(args.storage)
+    host_bound_fail = args.fail if args.host_bound_fail is None else args.host_bound_fail
+    lines, failed = compare(per_call_medians(baseline_path), per_call_medians(args.run), args.fail,
+                            host_bound_fail, args.host_bound_us * 1e-6)
+    if args.failed:
+        args.failed.write_text("".join(f"{name}\n" for name in failed))
+    print(f"against {baseline_path}")
+    print("\n".join(lines))
+    shared = sum(1 for line in lines if line.endswith(("ok", "FAIL")))
+    if failed or shared == 0:
+        print(f"{len(failed)} of {shared} rows slower than allowed" if shared else "no row in common")
+        return 1
+    print(f"{shared} rows within their limits")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
