@@ -12,10 +12,11 @@ import json
 import math
 import sys
 
+from perf_compare import per_call_median
+
 
 def main(path):
-    runs = [dict(b["extra_info"], median=b["stats"]["median"] / b["extra_info"].get("calls_per_round", 1))
-            for b in json.load(open(path))["benchmarks"]]
+    runs = [dict(b["extra_info"], median=per_call_median(b)) for b in json.load(open(path))["benchmarks"]]
     for backend, fmt in sorted({(e["backend"], e["format"]) for e in runs}):
         rows = sorted((e for e in runs if (e["backend"], e["format"]) == (backend, fmt)),
                       key=lambda e: (e["B"], e["S"]))

@@ -26,10 +26,15 @@ def newest_baseline(storage: Path) -> Path:
     return runs[-1]
 
 
+def per_call_median(benchmark: dict) -> float:
+    """A saved benchmark's median seconds per call: its rounds queue calls_per_round calls (1 in
+    baselines that predate the field)."""
+    return benchmark["stats"]["median"] / benchmark["extra_info"].get("calls_per_round", 1)
+
+
 def per_call_medians(path: Path) -> dict:
     """test name -> median seconds per call."""
-    return {b["name"]: b["stats"]["median"] / b["extra_info"].get("calls_per_round", 1)
-            for b in json.loads(path.read_text())["benchmarks"]}
+    return {b["name"]: per_call_median(b) for b in json.loads(path.read_text())["benchmarks"]}
 
 
 def compare(baseline: dict, run: dict, fail: float, host_bound_fail: float, host_bound_s: float):
