@@ -68,16 +68,20 @@ TARGET_BLOCKS = 32
 # Plain K/V that the matrix kernel can take (f16 / bf16, D a multiple of 32 up to 128: _uses_mma)
 # take blocks of MAX_BLOCK keys from this S on, and with them that kernel: its long blocks draw
 # the bandwidth where decode_attention.metal's 256-key blocks are bound by their instruction
-# stream. H200, chained and cold, bf16 µs, 256-key blocks against 1024 (2026-11-30):
-# S = 8192, B = 1 / 8 / 32: 54.1 / 126.8 / 354.0 against 54.3 / 114.6 / 308.4 (6 rounds,
-# docs/h200/long-blocks/sweep-blocks-6r.log); S = 4096: 56.8 / 81.3 / 200.8 against
-# 47.3 / 75.7 / 177.2, S = 5000 to 7000 7-17% faster at B = 8 and 32, B = 1 within its noise
-# (5 rounds, docs/h200/long-from-4096/). At S = 2560 and 3072 B = 1 lost (46.7 and 50.0
-# against 55.6 and 58.1: 3 blocks a row or fewer) and B = 32 gained at most 9%: below 4096
-# blocks stay as they were. Quantized K/V keep TARGET_BLOCKS: there 1024-key blocks lost at B = 1
-# (S = 8192: 56.7 against 72.0; S = 16384: 71.7 against 82.2), however much they gained at B = 8
-# and 32. Like the block itself this depends on S and the format, never on B or NL.
-PLAIN_LONG_BLOCKS_FROM_S = 4096
+# stream (B = 32, S = 2048, Nsight Compute: 84-86 µs, DRAM at 65-67% of its peak, against
+# 100-103 µs at 56-57%; 12.9 M warp-instructions against 59.1 M). 513 is the first S split by
+# default (SINGLE_PASS_MAX_S): every split S. H200, K/V out of L2, bf16 µs, queued / chained,
+# the tip's copies (4096) against 513 (docs/h200/long-from-513/, 2026-12-01, 6 rounds):
+#   B = 32, S = 1024: 69.1-73.5 / 82.4-89.1 against 58.9 / 77.6
+#   B = 32, S = 2048: 101.6-109.0 / 121.6-126.5 against 93.0-95.7 / 110.4-112.9
+#   B = 32, S = 3072: 145.2-146.2 / 165.2-171.1 against 123.5 / 153.1
+# B = 1 and 8 at S = 768-3072 faster or within the spread of the tip's copies, but for B = 1,
+# S = 768 queued: 27.5 against 22.7-25.9. On 2026-11-30's kernels B = 1 had lost
+# below 4096 (docs/h200/long-from-4096/); the plain matrix kernel has changed since
+# (16-bit V^T). Like the block itself this depends on S and the format, never on B or NL.
+# Quantized K/V keep TARGET_BLOCKS: there 1024-key blocks lost at B = 1 (S = 8192: 56.7 against
+# 72.0; S = 16384: 71.7 against 82.2), however much they gained at B = 8 and 32.
+PLAIN_LONG_BLOCKS_FROM_S = 513
 MAX_GRID_Z = 65535  # CUDA's limit on gridDim.z (the layer x request axis)
 
 

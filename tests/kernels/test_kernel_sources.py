@@ -441,7 +441,8 @@ def test_cuda_sources_by_path_compile(monkeypatch, quantized):
 def test_block_policy(monkeypatch):
     """Split blocks depend on S and the format, never on B: plain K/V that the matrix kernel can
     take get MAX_BLOCK keys (and that kernel) from gpu.PLAIN_LONG_BLOCKS_FROM_S on; quantized K/V,
-    other plain K/V (f32, D = 80) and shorter S aim at TARGET_BLOCKS blocks."""
+    other plain K/V (f32, D = 80) and shorter S aim at TARGET_BLOCKS blocks. Every S is split
+    here (SINGLE_PASS_MAX_S = 0), the one just below the threshold too."""
     monkeypatch.setattr(gpu, "on_metal", lambda: False)
     long_from = gpu.PLAIN_LONG_BLOCKS_FROM_S
     assert gpu.block_keys(long_from, True) == gpu.block_keys(10 ** 6, True) == gpu.MAX_BLOCK
@@ -458,12 +459,18 @@ def test_block_policy(monkeypatch):
             launch = gpu.decode_launch(plain_problem(q, k, k, None, None, None), quantized=False)
         return launch["body_file"], launch["call"]["output_shapes"][0][3]
 
-    short = -(-(long_from - 1) // gpu.block_keys(long_from - 1))
-    aimed = long_from // gpu.block_keys(long_from)  # TARGET_BLOCKS, or fewer where MIN_BLOCK binds
-    for B in (1, 3, 32):
-        assert blocks(B, long_from) == ("decode_mma.metal", long_from // gpu.MAX_BLOCK), B
-        assert blocks(B, long_from, mx.float16, 64) == ("decode_mma.metal", long_from // gpu.MAX_BLOCK), B
-        assert blocks(B, long_from - 1) == ("decode_attention.metal", short), B
-        assert blocks(B, long_from, mx.float32) == ("decode_attention.metal", aimed), B
-        assert blocks(B, long_from, D=80) == ("decode_attention.metal", aimed), B
-        assert blocks(B, long_from, quantized=True) == ("decode_mma.metal", aimed), B
+    def count(S, block):
+        return -(-S // block)
+
+    long_S = 4 * gpu.MAX_BLOCK + 1
+    below = count(long_from - 1, gpu.block_keys(long_from - 1))
+    with gpu_constants(SINGLE_PASS_MAX_S=0):
+        for B in (1, 3, 32):
+            for S in (long_from, long_S):
+                assert blocks(B, S) == ("decode_mma.metal", count(S, gpu.MAX_BLOCK)), (B, S)
+                assert blocks(B, S, mx.float16, 64) == ("decode_mma.metal", count(S, gpu.MAX_BLOCK)), (B, S)
+                aimed = count(S, gpu.block_keys(S))  # TARGET_BLOCKS, or fewer where MIN_BLOCK binds
+                assert blocks(B, S, mx.float32) == ("decode_attention.metal", aimed), (B, S)
+                assert blocks(B, S, D=80) == ("decode_attention.metal", aimed), (B, S)
+                assert blocks(B, S, quantized=True) == ("decode_mma.metal", aimed), (B, S)
+            assert blocks(B, long_from - 1) == ("decode_attention.metal", below), B
