@@ -71,11 +71,11 @@ TARGET_BLOCKS = 32
 # stream (B = 32, S = 2048, Nsight Compute: 84-86 µs, DRAM at 65-67% of its peak, against
 # 100-103 µs at 56-57%; 12.9 M warp-instructions against 59.1 M). 513 is the first S split by
 # default (SINGLE_PASS_MAX_S): every split S. H200, K/V out of L2, bf16 µs, queued / chained,
-# the tip's copies (4096) against 513 (docs/h200/long-from-513/, 2026-12-01, 6 rounds):
+# copies of the policy before (4096) against 513 (docs/h200/long-from-513/, 2026-12-01):
 #   B = 32, S = 1024: 69.1-73.5 / 82.4-89.1 against 58.9 / 77.6
 #   B = 32, S = 2048: 101.6-109.0 / 121.6-126.5 against 93.0-95.7 / 110.4-112.9
 #   B = 32, S = 3072: 145.2-146.2 / 165.2-171.1 against 123.5 / 153.1
-# B = 1 and 8 at S = 768-3072 faster or within the spread of the tip's copies, but for B = 1,
+# B = 1 and 8 at S = 768-3072 faster or within the spread of those copies, but for B = 1,
 # S = 768 queued: 27.5 against 22.7-25.9. On 2026-11-30's kernels B = 1 had lost
 # below 4096 (docs/h200/long-from-4096/); the plain matrix kernel has changed since
 # (16-bit V^T). Like the block itself this depends on S and the format, never on B or NL.

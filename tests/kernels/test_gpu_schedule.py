@@ -55,7 +55,8 @@ BLOCK_EDGES = sorted({1, 7, gpu.MIN_BLOCK - 1, gpu.MIN_BLOCK, gpu.MIN_BLOCK + 1,
 # every S into blocks merged by the second launch (gpu.SINGLE_PASS_MAX_S = 0); "split_mma" as
 # "split", with plain f16 / bf16 K/V on decode_mma.metal in blocks of any length
 # (gpu.PLAIN_MMA_MIN_BLOCK = 0; by default only S >= gpu.PLAIN_LONG_BLOCKS_FROM_S gives it split
-# blocks long enough: in "split", S = 1000, 4097 and 9000 take it, the shorter S decode_attention.metal).
+# blocks long enough: in "split", S = 1000, 4097 and 9000 take it, the shorter S
+# decode_attention.metal).
 PATHS = ["default", "split", "split_mma"]
 
 
