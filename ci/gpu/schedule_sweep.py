@@ -12,6 +12,9 @@ against the reference computed on the CPU stream. Writes $OUT/schedule_sweep.jso
     SWEEP_COLD_MB=200 python ci/gpu/schedule_sweep.py '{}' '{"SINGLE_PASS_MAX_S": 0}'   # K/V not in L2
     SWEEP_CHAIN=1 SWEEP_COLD_MB=200 python ci/gpu/schedule_sweep.py ...   # calls one after the other
     SWEEP_PLAIN_ONLY=1 python ci/gpu/schedule_sweep.py ...   # bf16 K/V only
+    python ci/gpu/schedule_sweep.py --summary sweep.log   # a sweep's rows (its JSON or log) as a table
+
+The sweep ends with the same table: a line per shape, the µs of each variant in the order given.
 
 A variant's "METAL" names another folder of kernel sources (say metal/ of an earlier commit),
 to time two versions of the kernels in one run:
@@ -83,7 +86,34 @@ def bench(call, q, next_kv):
     return queued_us(lambda: links.keep("call", call(links.query("call", q), *next_kv())))
 
 
+def read_rows(path):
+    """A sweep's rows from its JSON file or its log (one JSON row a line among other lines)."""
+    text = Path(path).read_text()
+    if text.lstrip().startswith("["):
+        return json.loads(text)
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def summary(rows):
+    """A line per shape: B, S, MLX's µs, then each variant's bf16 µs (and 4-bit µs after a slash
+    where the sweep timed it), in the order the variants were given."""
+    shapes = {}
+    for r in rows:
+        shapes.setdefault((r["B"], r["S"]), []).append(r)
+    cells = {shape: [f"{r['us']:.1f}" + (f" / {r['q4_us']:.1f}" if r["q4_us"] else "") for r in shape_rows]
+             for shape, shape_rows in shapes.items()}
+    width = max(len(c) for row in cells.values() for c in row) + 2
+    first = next(iter(shapes.values()))
+    lines = ["   B      S      mlx  variants: " + "  ".join(json.dumps(r["var"]) for r in first)]
+    for (B, S), shape_rows in shapes.items():
+        lines.append(f"{B:>4} {S:>6} {shape_rows[0]['mlx_us']:>8.1f}" + "".join(c.rjust(width) for c in cells[B, S]))
+    return lines
+
+
 def main():
+    if sys.argv[1:2] == ["--summary"]:
+        print("\n".join(summary(read_rows(sys.argv[2]))))
+        return
     variants = [json.loads(a) for a in sys.argv[1:]] or [{}]
     shapes = [tuple(int(x) for x in shape.split("x"))
               for shape in os.environ.get("SWEEP_SHAPES", "1x2048,1x32768,8x8192,32x2048,32x32768").split(",")]
@@ -142,6 +172,7 @@ def main():
             print(json.dumps(r), flush=True)
     with open(os.path.join(os.environ.get("OUT", "."), "schedule_sweep.json"), "w") as f:
         json.dump(rows, f, indent=1)
+    print("\n".join(summary(rows)), flush=True)
 
 
 if __name__ == "__main__":
