@@ -82,6 +82,16 @@ TARGET_BLOCKS = 32
 # Quantized K/V keep TARGET_BLOCKS: there 1024-key blocks lost at B = 1 (S = 8192: 56.7 against
 # 72.0; S = 16384: 71.7 against 82.2), however much they gained at B = 8 and 32.
 PLAIN_LONG_BLOCKS_FROM_S = 513
+# From this S on those blocks are PLAIN_LONGER_BLOCK keys: fewer partials and fewer threadgroup
+# starts where there are still 16 blocks or more a row. H200, K/V out of L2, bf16 µs, two copies
+# of 1024-key blocks against 2048 (docs/h200/plain-max-block/, 2026-12-01, 5 and 6 rounds),
+# queued / chained: B = 32, S = 32768: 1040.9-1042.3 / 1039.6-1040.2 against 1014.9 / 1018.9;
+# B = 8, S = 32768: 282.5-288.2 / 296.9-300.8 against 278.6 / 289.1; B = 8, S = 65536:
+# 551.9-552.4 / 549.9-553.9 against 540.4 / 541.8; B = 1 level or faster (S = 65536 chained 101.9
+# against 109.8-115.9). At S = 16384 B = 1 chained lost (69.4 against 58.4-62.3), at S = 8192
+# more (62.6 against 47.8-48.5).
+PLAIN_LONGER_BLOCKS_FROM_S = 32768
+PLAIN_LONGER_BLOCK = 2048
 MAX_GRID_Z = 65535  # CUDA's limit on gridDim.z (the layer x request axis)
 
 
@@ -354,10 +364,10 @@ def block_keys(S: int, plain_matrix: bool = False) -> int:
     Aims at TARGET_BLOCKS blocks per (request, kv head) so that one request fills the GPU,
     within [MIN_BLOCK, MAX_BLOCK] so that blocks amortise their merge. plain_matrix: plain K/V
     that the matrix kernel takes in long blocks (_uses_mma), which from PLAIN_LONG_BLOCKS_FROM_S
-    keys on get MAX_BLOCK.
+    keys on get MAX_BLOCK, and from PLAIN_LONGER_BLOCKS_FROM_S on PLAIN_LONGER_BLOCK.
     """
     if plain_matrix and S >= PLAIN_LONG_BLOCKS_FROM_S:
-        return MAX_BLOCK
+        return PLAIN_LONGER_BLOCK if S >= PLAIN_LONGER_BLOCKS_FROM_S else MAX_BLOCK
     want = max(1, math.ceil(S / TARGET_BLOCKS))
     return min(MAX_BLOCK, max(MIN_BLOCK, 1 << (want - 1).bit_length()))
 

@@ -49,14 +49,15 @@ def _close(out, ref, dtype):
     assert math.isfinite(err) and err <= TOL[dtype], f"max error {err} > {TOL[dtype]}"
 
 
-BLOCK_EDGES = sorted({1, 7, gpu.MIN_BLOCK - 1, gpu.MIN_BLOCK, gpu.MIN_BLOCK + 1, 1000, 4097, 9000})
+BLOCK_EDGES = sorted({1, 7, gpu.MIN_BLOCK - 1, gpu.MIN_BLOCK, gpu.MIN_BLOCK + 1, 1000, 4097, 9000,
+                      gpu.PLAIN_LONGER_BLOCKS_FROM_S + 1})
 
 # Both launches at every S: "default" takes one block up to gpu.SINGLE_PASS_MAX_S, "split" splits
 # every S into blocks merged by the second launch (gpu.SINGLE_PASS_MAX_S = 0); "split_mma" as
 # "split", with plain f16 / bf16 K/V on decode_mma.metal in blocks of any length
 # (gpu.PLAIN_MMA_MIN_BLOCK = 0; by default only S >= gpu.PLAIN_LONG_BLOCKS_FROM_S gives it split
-# blocks long enough: in "split", S = 1000, 4097 and 9000 take it, the shorter S
-# decode_attention.metal).
+# blocks long enough: in "split", S = 1000, 4097, 9000 and 32769 take it (the last in
+# gpu.PLAIN_LONGER_BLOCK keys), the shorter S decode_attention.metal).
 PATHS = ["default", "split", "split_mma"]
 
 

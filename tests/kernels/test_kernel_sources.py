@@ -440,12 +440,16 @@ def test_cuda_sources_by_path_compile(monkeypatch, quantized):
 
 def test_block_policy(monkeypatch):
     """Split blocks depend on S and the format, never on B: plain K/V that the matrix kernel can
-    take get MAX_BLOCK keys (and that kernel) from gpu.PLAIN_LONG_BLOCKS_FROM_S on; quantized K/V,
+    take get MAX_BLOCK keys (and that kernel) from gpu.PLAIN_LONG_BLOCKS_FROM_S on, and
+    PLAIN_LONGER_BLOCK keys from gpu.PLAIN_LONGER_BLOCKS_FROM_S on; quantized K/V,
     other plain K/V (f32, D = 80) and shorter S aim at TARGET_BLOCKS blocks. Every S is split
     here (SINGLE_PASS_MAX_S = 0), the one just below the threshold too."""
     monkeypatch.setattr(gpu, "on_metal", lambda: False)
     long_from = gpu.PLAIN_LONG_BLOCKS_FROM_S
-    assert gpu.block_keys(long_from, True) == gpu.block_keys(10 ** 6, True) == gpu.MAX_BLOCK
+    longer_from = gpu.PLAIN_LONGER_BLOCKS_FROM_S
+    assert gpu.block_keys(long_from, True) == gpu.block_keys(longer_from - 1, True) == gpu.MAX_BLOCK
+    assert gpu.block_keys(longer_from, True) == gpu.block_keys(10 ** 6, True) == gpu.PLAIN_LONGER_BLOCK
+    assert gpu.block_keys(10 ** 6) == gpu.MAX_BLOCK
     assert gpu.block_keys(long_from - 1, True) == gpu.block_keys(long_from - 1) < gpu.MAX_BLOCK
     assert gpu.block_keys(long_from) == max(gpu.MIN_BLOCK, long_from // gpu.TARGET_BLOCKS)
 
@@ -466,9 +470,10 @@ def test_block_policy(monkeypatch):
     below = count(long_from - 1, gpu.block_keys(long_from - 1))
     with gpu_constants(SINGLE_PASS_MAX_S=0):
         for B in (1, 3, 32):
-            for S in (long_from, long_S):
-                assert blocks(B, S) == ("decode_mma.metal", count(S, gpu.MAX_BLOCK)), (B, S)
-                assert blocks(B, S, mx.float16, 64) == ("decode_mma.metal", count(S, gpu.MAX_BLOCK)), (B, S)
+            for S in (long_from, long_S, longer_from + 1):
+                plain = count(S, gpu.block_keys(S, True))
+                assert blocks(B, S) == ("decode_mma.metal", plain), (B, S)
+                assert blocks(B, S, mx.float16, 64) == ("decode_mma.metal", plain), (B, S)
                 aimed = count(S, gpu.block_keys(S))  # TARGET_BLOCKS, or fewer where MIN_BLOCK binds
                 assert blocks(B, S, mx.float32) == ("decode_attention.metal", aimed), (B, S)
                 assert blocks(B, S, D=80) == ("decode_attention.metal", aimed), (B, S)
