@@ -207,16 +207,19 @@ def block_edge_case(block, S, D=32, H_q=8, H_kv=2, B=2, seed=0):
 
 
 @pytest.mark.parametrize("layout", ["apple", "nvidia"])
-def test_emulated_plain_matrices_longer_blocks(layout):
-    """The matrix kernel's longest plain blocks (gpu.PLAIN_LONGER_BLOCK keys, from
-    gpu.PLAIN_LONGER_BLOCKS_FROM_S on; lowered here so that a short S takes them): two blocks, the
-    second partial, with the keys at their edges weighing much (block_edge_case). Oracle parity and
-    batch invariance."""
-    S = gpu.PLAIN_LONGER_BLOCK + 52
-    case = block_edge_case(gpu.PLAIN_LONGER_BLOCK, S)
-    with emulated_gpu(layout), gpu_constants(SINGLE_PASS_MAX_S=0, PLAIN_LONGER_BLOCKS_FROM_S=1):
-        assert gpu.block_keys(S, True) == gpu.PLAIN_LONGER_BLOCK
-        assert gpu._uses_mma(False, case.dtype, case.dims[-1], False, gpu.PLAIN_LONGER_BLOCK)
+@pytest.mark.parametrize("longer", [False, True], ids=["long", "longer"])
+def test_emulated_plain_matrices_long_blocks(layout, longer):
+    """The matrix kernel's long plain blocks (gpu.MAX_BLOCK keys from gpu.PLAIN_LONG_BLOCKS_FROM_S
+    on, gpu.PLAIN_LONGER_BLOCK from gpu.PLAIN_LONGER_BLOCKS_FROM_S on; the thresholds lowered here
+    so that a short S takes them): the last block partial, the keys at the blocks' edges weighing
+    much (block_edge_case). Oracle parity and batch invariance."""
+    block = gpu.PLAIN_LONGER_BLOCK if longer else gpu.MAX_BLOCK
+    S = (1 if longer else 2) * block + 52
+    case = block_edge_case(block, S)
+    lowered = dict(PLAIN_LONGER_BLOCKS_FROM_S=1) if longer else dict(PLAIN_LONG_BLOCKS_FROM_S=1)
+    with emulated_gpu(layout), gpu_constants(SINGLE_PASS_MAX_S=0, **lowered):
+        assert gpu.block_keys(S, True) == block
+        assert gpu._uses_mma(False, case.dtype, case.dims[-1], False, block)
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 
