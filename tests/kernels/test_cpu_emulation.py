@@ -21,8 +21,8 @@ from fusedattend import gpu
 from tests.kernels.cpu_emulator import compiler_available, emulated_gpu
 from tests.kernels.gpu_constants import gpu_constants
 from tests.property.strategies import (
-    Case, attention_cases, cancelling_case, climbing_case, edge_case, examples, pinned, pinned_cases, pinned_layered_cases,
-    pinned_quantized_cases, quantized_cases, run_case, to_mx,
+    attention_cases, block_edge_case, cancelling_case, climbing_case, edge_case, examples, pinned, pinned_cases,
+    pinned_layered_cases, pinned_quantized_cases, quantized_cases, run_case,
 )
 from tests.property.test_batch_invariance import _check_layers, _check_requests
 from tests.property.test_mask_semantics import check_hidden_garbage, check_quantized_hidden_garbage
@@ -183,27 +183,6 @@ def test_emulated_plain_matrices_hidden_nan(layout, case):
     product): bit-identical to the clean call, split (the block's end reads past hi too)."""
     with emulated_gpu(layout), gpu_constants(SINGLE_PASS_MAX_S=0, PLAIN_MMA_MIN_BLOCK=0):
         check_hidden_garbage(case, "cuda", seed=1, garbage=[np.nan, np.inf, -np.inf])
-
-
-def block_edge_case(block, S, D=32, H_q=8, H_kv=2, B=2, seed=0):
-    """Plain bf16 K/V whose keys at the blocks' edges (the last and first tile of 16 keys around
-    every multiple of `block`, and the last tile of S) carry about a third of every row's weight
-    and a V of their own: a block that drops or repeats such keys is off by far more than the
-    parity tolerance (where random keys would each weigh 1 / S)."""
-    rng = np.random.default_rng(seed)
-    u = rng.standard_normal(D)
-    u *= 4.0 / np.linalg.norm(u)
-    q = u + 0.1 * rng.standard_normal((B, H_q, 1, D))
-    k = 0.3 * rng.standard_normal((B, H_kv, S, D))
-    v = rng.standard_normal((B, H_kv, S, D))
-    edge = np.zeros(S, dtype=bool)
-    for start in range(block, S, block):
-        edge[start - 16:start + 16] = True
-    edge[-16:] = True
-    k[:, :, edge] = u + 0.1 * rng.standard_normal((B, H_kv, int(edge.sum()), D))
-    v[:, :, edge] = 2.0 + rng.standard_normal((B, H_kv, int(edge.sum()), D))
-    return Case(to_mx(q, mx.bfloat16), to_mx(k, mx.bfloat16), to_mx(v, mx.bfloat16), dtype=mx.bfloat16,
-                seed=seed, info={"pinned": True, "block_edges": block})
 
 
 @pytest.mark.parametrize("layout", ["apple", "nvidia"])

@@ -488,6 +488,27 @@ def climbing_case(S=300, D=64, seed=0):
                 info={"pinned": True, "climbing": S})
 
 
+def block_edge_case(block, S, D=32, H_q=8, H_kv=2, B=2, seed=0):
+    """Plain bf16 K/V whose keys at the blocks' edges (the last and first tile of 16 keys around
+    every multiple of `block`, and the last tile of S) carry about a third of every row's weight
+    and a V of their own: a block that drops or repeats such keys is off by far more than the
+    parity tolerance (where random keys would each weigh 1 / S)."""
+    rng = np.random.default_rng(seed)
+    u = rng.standard_normal(D)
+    u *= 4.0 / np.linalg.norm(u)
+    q = u + 0.1 * rng.standard_normal((B, H_q, 1, D))
+    k = 0.3 * rng.standard_normal((B, H_kv, S, D))
+    v = rng.standard_normal((B, H_kv, S, D))
+    edge = np.zeros(S, dtype=bool)
+    for start in range(block, S, block):
+        edge[start - 16:start + 16] = True
+    edge[-16:] = True
+    k[:, :, edge] = u + 0.1 * rng.standard_normal((B, H_kv, int(edge.sum()), D))
+    v[:, :, edge] = 2.0 + rng.standard_normal((B, H_kv, int(edge.sum()), D))
+    return Case(to_mx(q, mx.bfloat16), to_mx(k, mx.bfloat16), to_mx(v, mx.bfloat16), dtype=mx.bfloat16,
+                seed=seed, info={"pinned": True, "block_edges": block})
+
+
 # --------------------------------------------------------------------------------------------
 # helpers shared by the property tests (not strategies, but they belong with the Case type)
 
