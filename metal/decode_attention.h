@@ -529,17 +529,16 @@ METAL_FUNC void fa_qmma_load_tile(
 }
 
 // Staged tiles (decode_mma.metal's STAGES): a simdgroup's copy of one tile in threadgroup memory,
-// read back with fa_qmma_load_tile as `narrow` rows. Key r's K codes at codes + r * K_PITCH, its
-// V codes at codes + 16 * K_PITCH + r * V_PITCH; scales and biases as 4 arrays of 16 rows of
+// read back with fa_qmma_load_tile as `narrow` rows. Key r's K codes at codes + r * PITCH, its
+// V codes at codes + (16 + r) * PITCH; scales and biases as 4 arrays of 16 rows of
 // GROUPS (K scales, K biases, V scales, V biases). Rows sit as in device memory, unpadded: on the
 // H200 cp.async fills a stage faster when a source line lands in one piece, and rows padded to
 // spread the read-back loads over the banks (pitches of 24 and 20 words) took 2-7% longer at
 // 4-bit, B = 32 (docs/h200/stage-layout/), more than the bank conflicts they avoided cost.
 template <int ROW_WORDS>
 struct fa_qmma_stage {
-  static constexpr int K_PITCH = ROW_WORDS;
-  static constexpr int V_PITCH = ROW_WORDS;
-  static constexpr int CODE_WORDS = 16 * (K_PITCH + V_PITCH);
+  static constexpr int PITCH = ROW_WORDS;  // a staged row's words, K's and V's alike
+  static constexpr int CODE_WORDS = 2 * 16 * PITCH;
 };
 // A staged array's strides as fa_key_offset and fa_element_step read them: rows `key` apart.
 struct fa_stage_strides {
@@ -566,8 +565,8 @@ METAL_FUNC void fa_qmma_stage_tile(CodeStage codes, ScaleStage scales, int first
     const int r = p / PIECES;
     const int word = 4 * (p % PIECES);
     const int key = metal::min(first + r, last);
-    fa_copy_async<4>(codes + r * Stage::K_PITCH + word, k_row + (key * int(k_codes_strides[3]) + word));
-    fa_copy_async<4>(codes + 16 * Stage::K_PITCH + r * Stage::V_PITCH + word,
+    fa_copy_async<4>(codes + r * Stage::PITCH + word, k_row + (key * int(k_codes_strides[3]) + word));
+    fa_copy_async<4>(codes + (16 + r) * Stage::PITCH + word,
                      v_row + (key * int(v_codes_strides[3]) + word));
   }
   #pragma unroll

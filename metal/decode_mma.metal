@@ -278,8 +278,7 @@ const bool narrow = OFFSETS32 && fa_narrow_rows(k_codes_strides5, S, k_codes_sha
     fa_packed_rows<GROUPS>(vb_row, k_scales_strides5[3], 1) &&
     (STAGE_SLOTS == 0 ||
      (fa_packed_rows<4>(k_row, k_codes_strides5[3], 1) && fa_packed_rows<4>(v_row, v_codes_strides5[3], 1)));
-const fa_stage_strides k_stage_strides = {Stage::K_PITCH};
-const fa_stage_strides v_stage_strides = {Stage::V_PITCH};
+const fa_stage_strides code_stage_strides = {Stage::PITCH};
 const fa_stage_strides scale_stage_strides = {GROUPS};
 #else
 // Whole vector loads of a lane's runs where every row allows them (fa_load_chunk); the 32-bit
@@ -302,8 +301,8 @@ for (int pass = 0; pass < 2; ++pass) {
 #define FA_STAGE_SCALES(n) (tg_stage_scales + (sg * STAGES + (n) % STAGES) * 4 * TILE_KEYS * GROUPS)
 #define FA_LOAD_PART(KEYS, n, at) \
   if (staged) { \
-    fa_qmma_load_tile<OUT16, KEYS>(now, true, 0, TILE_KEYS - 1, lane, code_one, FA_STAGE_CODES(n), k_stage_strides, \
-        FA_STAGE_CODES(n) + TILE_KEYS * Stage::K_PITCH, v_stage_strides, FA_STAGE_SCALES(n), scale_stage_strides, \
+    fa_qmma_load_tile<OUT16, KEYS>(now, true, 0, TILE_KEYS - 1, lane, code_one, FA_STAGE_CODES(n), code_stage_strides, \
+        FA_STAGE_CODES(n) + TILE_KEYS * Stage::PITCH, code_stage_strides, FA_STAGE_SCALES(n), scale_stage_strides, \
         FA_STAGE_SCALES(n) + TILE_KEYS * GROUPS, scale_stage_strides, FA_STAGE_SCALES(n) + 2 * TILE_KEYS * GROUPS, \
         scale_stage_strides, FA_STAGE_SCALES(n) + 3 * TILE_KEYS * GROUPS, scale_stage_strides); \
   } else { \

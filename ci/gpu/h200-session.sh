@@ -32,8 +32,9 @@ grid=(tests/parity/test_grids.py::test_grid_a_decode_guard tests/parity/test_qua
 grid_b=(tests/parity/test_grids.py::test_grid_b_mlx_decode_shapes)
 pinned_layouts=(tests/property/test_online_softmax_parity.py::test_quantized_matches_oracle
                 tests/property/test_batch_invariance.py::test_quantized_batch_equals_per_request)
-# Plain K/V take decode_mma.metal's split blocks only in 1024-key blocks (S >= 4096), past the grids:
-# the schedule tests' "split_mma" path gives them blocks of any length. The grids' 4-bit cases
+# Plain K/V take decode_mma.metal's split blocks only in 1024-key blocks (S > 512; 2048 from
+# S = 32768): the schedule tests' "split_mma" path gives them blocks of any length, and its
+# block edges reach S = 32769 (test_block_edges, test_block_edges_weigh_much). The grids' 4-bit cases
 # take one block; test_quantized_block_edges (S = 4097) splits them, and test_quantized_scale_layouts
 # reads scales the packed loads cannot take (test_quantized_group_counts: 1, 3 and 4 groups a row);
 # test_quantized_staged_tiles_... splits short and long blocks with staged tiles (cp.async) and without.
