@@ -11,12 +11,14 @@ import contextlib
 import math
 
 import mlx.core as mx
+import numpy as np
 import pytest
 
 import fusedattend as fa
 from fusedattend import gpu
+from tests import oracle
 from tests.kernels.gpu_constants import gpu_constants
-from tests.property.strategies import block_edge_case
+from tests.property.strategies import block_edge_case, oracle_of
 from tests.property.test_batch_invariance import _check_requests
 from tests.property.test_online_softmax_parity import check_parity
 
@@ -86,20 +88,43 @@ def test_block_edges(backend, S, dtype, path, use_path):
     _close(fa.decode_attention(q, k, v, backend=backend), _reference(fa.decode_attention, q, k, v), dtype)
 
 
+def _edge_case(S, path):
+    """block_edge_case at S on `path` (bf16, D = 128: the split block is the matrix kernel's
+    wherever it takes the problem; one block of S keys where "default" takes one)."""
+    block = S if path == "default" and S <= gpu.SINGLE_PASS_MAX_S else gpu.block_keys(S, plain_matrix=True)
+    return block, block_edge_case(block, S, D=128, seed=S)
+
+
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("S", BLOCK_EDGES)
 def test_block_edges_weigh_much(backend, S, path, use_path):
-    """The same edges with bf16 keys that carry a third of each row's weight at every block's
-    first and last tile (block_edge_case): random keys each weigh about 1 / S, so at large S a
-    block that drops or repeats a tile stays inside the tolerance; these keys do not. Oracle
-    parity and the per-request loop."""
+    """The same edges with bf16 keys that carry a third of each row's weight at the blocks'
+    first and last tiles (block_edge_case): random keys each weigh about 1 / S, so at large S a
+    block that drops or repeats a tile stays inside the tolerance; these keys do not
+    (test_lost_edge_tiles_fail, below). Oracle parity and the per-request loop."""
     _skip_unless_gpu(backend)
     use_path(path)
-    # bf16, D = 128: the split block is the matrix kernel's wherever it takes the problem.
-    block = S if path == "default" and S <= gpu.SINGLE_PASS_MAX_S else gpu.block_keys(S, plain_matrix=True)
-    case = block_edge_case(block, S, D=128, seed=S)
+    case = _edge_case(S, path)[1]
     check_parity(case, backend)
     _check_requests(case, backend)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("S", BLOCK_EDGES)
+def test_lost_edge_tiles_fail(S, path):
+    """What test_block_edges_weigh_much rests on, on any machine: on its keys, the oracle without
+    every block's last tile of 16 keys, or without every block's first, is off by several times
+    the parity tolerance."""
+    block, case = _edge_case(S, path)
+    expected, stats = oracle_of(case)
+    tol = oracle.parity_tolerance(expected, stats, case.dtype_name, case.dims[-1])
+    for lost in ("last", "first"):
+        seen = np.ones(S, dtype=bool)
+        for lo in range(0, S, block):
+            tile = slice(max(lo, min(lo + block, S) - 16), min(lo + block, S)) if lost == "last" else slice(lo, lo + 16)
+            seen[tile] = False
+        ratio, err = oracle.compare(oracle_of(case, mask=seen[None, :])[0], expected, tol)
+        assert ratio > 4, f"each block's {lost} tile lost: only {ratio:.3g}x the tolerance (max err {err:.3g})"
 
 
 @pytest.mark.parametrize("H_q,H_kv,L", [(32, 1, 8), (12, 4, 3), (4, 4, 8), (8, 2, 5)])

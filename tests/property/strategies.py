@@ -489,22 +489,31 @@ def climbing_case(S=300, D=64, seed=0):
 
 
 def block_edge_case(block, S, D=32, H_q=8, H_kv=2, B=2, seed=0):
-    """Plain bf16 K/V whose keys at the blocks' edges (the last and first tile of 16 keys around
-    every multiple of `block`, and the last tile of S) carry about a third of every row's weight
-    and a V of their own: a block that drops or repeats such keys is off by far more than the
-    parity tolerance (where random keys would each weigh 1 / S)."""
+    """Plain bf16 K/V whose keys at the blocks' edges (the first and the last tile of 16 keys of
+    every block of `block` keys, the last block ending at S) carry a third of every row's
+    weight, whatever S and D, and a V of their own: about +2 in a block's last tile, -2 in its
+    first. A block that drops or repeats such keys is off by several times the parity tolerance
+    (tests/kernels/test_gpu_schedule.py::test_lost_edge_tiles_fail), where random keys would
+    each weigh 1 / S."""
     rng = np.random.default_rng(seed)
+    first, last = np.zeros(S, dtype=bool), np.zeros(S, dtype=bool)
+    for lo in range(0, S, block):
+        hi = min(lo + block, S)
+        first[lo:lo + 16] = True
+        last[max(lo, hi - 16):hi] = True
+    edge = first | last
+    n_edge = int(edge.sum())
+    # An edge key's weight w against about 1 for the others: n_edge * w = (S - n_edge) / 2
+    # (the scores q.k ~ |u|^2 are scaled by 1/sqrt(D)).
+    log_w = max(math.log(max(1.0, 0.5 * (S - n_edge) / n_edge)), 2.0)
     u = rng.standard_normal(D)
-    u *= 4.0 / np.linalg.norm(u)
+    u *= math.sqrt(log_w * math.sqrt(D)) / np.linalg.norm(u)
     q = u + 0.1 * rng.standard_normal((B, H_q, 1, D))
     k = 0.3 * rng.standard_normal((B, H_kv, S, D))
-    v = rng.standard_normal((B, H_kv, S, D))
-    edge = np.zeros(S, dtype=bool)
-    for start in range(block, S, block):
-        edge[start - 16:start + 16] = True
-    edge[-16:] = True
-    k[:, :, edge] = u + 0.1 * rng.standard_normal((B, H_kv, int(edge.sum()), D))
-    v[:, :, edge] = 2.0 + rng.standard_normal((B, H_kv, int(edge.sum()), D))
+    k[:, :, edge] = u + 0.1 * rng.standard_normal((B, H_kv, n_edge, D))
+    v = 0.3 * rng.standard_normal((B, H_kv, S, D))
+    v[:, :, last & ~first] += 2.0
+    v[:, :, first & ~last] -= 2.0
     return Case(to_mx(q, mx.bfloat16), to_mx(k, mx.bfloat16), to_mx(v, mx.bfloat16), dtype=mx.bfloat16,
                 seed=seed, info={"pinned": True, "block_edges": block})
 
