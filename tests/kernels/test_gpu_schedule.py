@@ -94,8 +94,17 @@ def _edge_block(S, path):
     return S if path == "default" and S <= gpu.SINGLE_PASS_MAX_S else gpu.block_keys(S, plain_matrix=True)
 
 
-def _edge_case(S, block):
-    return block_edge_case(block, S, D=128, seed=S)
+def _edge_case(S, block, bits=None, group_size=64):
+    return block_edge_case(block, S, D=128, seed=S, bits=bits, group_size=group_size)
+
+
+# Quantized K/V's blocks (gpu.block_keys(S); one block up to gpu.SINGLE_PASS_MAX_S): 256 keys at
+# S = 1000 and 4097, 512 at 9000 (short blocks), 1024 at 32769 (long, staged on CUDA).
+QUANTIZED_EDGES = (300, 1000, 4097, 9000, 32769)
+
+
+def _quantized_edge_block(S):
+    return S if S <= gpu.SINGLE_PASS_MAX_S else gpu.block_keys(S)
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -112,12 +121,25 @@ def test_block_edges_weigh_much(backend, S, path, use_path):
     _check_requests(case, backend)
 
 
-@pytest.mark.parametrize("S,block", sorted({(S, _edge_block(S, path)) for S in BLOCK_EDGES for path in PATHS}))
-def test_lost_edge_tiles_fail(S, block):
-    """What test_block_edges_weigh_much rests on, on any machine: on its keys, the oracle without
-    every block's last tile of 16 keys, or without every block's first, is off by several times
-    the parity tolerance."""
-    case = _edge_case(S, block)
+@pytest.mark.parametrize("bits,group_size", [(4, 64), (2, 32), (8, 128)])
+@pytest.mark.parametrize("S", QUANTIZED_EDGES)
+def test_quantized_block_edges_weigh_much(backend, S, bits, group_size):
+    """test_block_edges_weigh_much's keys through mx.quantize, in the quantized blocks."""
+    _skip_unless_gpu(backend)
+    case = _edge_case(S, _quantized_edge_block(S), bits, group_size)
+    check_parity(case, backend)
+    _check_requests(case, backend)
+
+
+@pytest.mark.parametrize("S,block,bits,group_size",
+                         sorted({(S, _edge_block(S, path), None, 64) for S in BLOCK_EDGES for path in PATHS})
+                         + [(S, _quantized_edge_block(S), 4, 64) for S in QUANTIZED_EDGES]
+                         + [(32769, _quantized_edge_block(32769), bits, gs) for bits, gs in ((2, 32), (8, 128))])
+def test_lost_edge_tiles_fail(S, block, bits, group_size):
+    """What the block-edge tests on weighty keys rest on, on any machine: on their keys (plain, and
+    quantized), the oracle without every block's last tile of 16 keys, or without every block's
+    first, is off by several times the parity tolerance."""
+    case = _edge_case(S, block, bits, group_size)
     expected, stats = oracle_of(case)
     tol = oracle.parity_tolerance(expected, stats, case.dtype_name, case.dims[-1])
     for lost in ("last", "first"):

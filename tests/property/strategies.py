@@ -488,13 +488,13 @@ def climbing_case(S=300, D=64, seed=0):
                 info={"pinned": True, "climbing": S})
 
 
-def block_edge_case(block, S, D=32, H_q=8, H_kv=2, B=2, seed=0):
+def block_edge_case(block, S, D=32, H_q=8, H_kv=2, B=2, seed=0, bits=None, group_size=64):
     """Plain bf16 K/V whose keys at the blocks' edges (the first and the last tile of 16 keys of
     every block of `block` keys, the last block ending at S) carry a third of every row's
     weight, whatever S and D, and a V of their own: about +2 in a block's last tile, -2 in its
     first. A block that drops or repeats such keys is off by several times the parity tolerance
     (tests/kernels/test_gpu_schedule.py::test_lost_edge_tiles_fail), where random keys would
-    each weigh 1 / S."""
+    each weigh 1 / S. With `bits`: those K/V through mx.quantize (the oracle reads them dequantized)."""
     rng = np.random.default_rng(seed)
     first, last = np.zeros(S, dtype=bool), np.zeros(S, dtype=bool)
     for lo in range(0, S, block):
@@ -514,8 +514,13 @@ def block_edge_case(block, S, D=32, H_q=8, H_kv=2, B=2, seed=0):
     v = 0.3 * rng.standard_normal((B, H_kv, S, D))
     v[:, :, last & ~first] += 2.0
     v[:, :, first & ~last] -= 2.0
-    return Case(to_mx(q, mx.bfloat16), to_mx(k, mx.bfloat16), to_mx(v, mx.bfloat16), dtype=mx.bfloat16,
-                seed=seed, info={"pinned": True, "block_edges": block})
+    q, k, v = to_mx(q, mx.bfloat16), to_mx(k, mx.bfloat16), to_mx(v, mx.bfloat16)
+    info = {"pinned": True, "block_edges": block}
+    if bits is None:
+        return Case(q, k, v, dtype=mx.bfloat16, seed=seed, info=info)
+    kq, vq = (tuple(mx.quantize(x, group_size=group_size, bits=bits)) for x in (k, v))
+    return Case(q, kq, vq, dtype=mx.bfloat16, bits=bits, group_size=group_size, k_float=k, v_float=v,
+                seed=seed, info=info)
 
 
 # --------------------------------------------------------------------------------------------
