@@ -491,7 +491,7 @@ def climbing_case(S=300, D=64, seed=0):
 def block_edge_case(block, S, D=32, H_q=8, H_kv=2, B=2, seed=0, bits=None, group_size=64):
     """Plain bf16 K/V whose keys at the blocks' edges (the first and the last tile of 16 keys of
     every block of `block` keys, the last block ending at S) carry a third of every row's
-    weight, whatever S and D, and a V of their own: about +2 in a block's last tile, -2 in its
+    weight whatever S and D (more where few keys lie between edges), and a V of their own: about +2 in a block's last tile, -2 in its
     first. A block that drops or repeats such keys is off by several times the parity tolerance
     (tests/kernels/test_gpu_schedule.py::test_lost_edge_tiles_fail), where random keys would
     each weigh 1 / S. With `bits`: those K/V through mx.quantize (the oracle reads them dequantized)."""
