@@ -14,8 +14,8 @@ def test_lead_busy_gaps_and_tail_per_call():
     # a sample of 2 calls from 0 to 100 us: kernels at 10-30 and 25-40 (overlapping), 50-60, 70-90
     kernels = [("fa_decode", 10, 20), ("fa_merge", 25, 15), ("fa_decode", 50, 10), ("fa_merge", 70, 20),
                ("before", -5, 3), ("after", 100, 5)]
-    row = kernel_gaps.sample_summary((0, 100), kernels, inner=2)
-    assert row == {"wall_us": 50.0, "lead_us": 5.0, "busy_us": 30.0, "gaps_us": 10.0, "largest_gap_us": 10.0,
+    row = kernel_gaps.sample_summary((0, 100), kernels, inner=2, build_end=4)
+    assert row == {"wall_us": 50.0, "build_us": 2.0, "lead_us": 5.0, "busy_us": 30.0, "gaps_us": 10.0, "largest_gap_us": 10.0,
                    "tail_us": 5.0, "kernels": 4}
 
 
@@ -34,6 +34,7 @@ def test_trace_events_keeps_samples_and_kernels_only(tmp_path):
     samples, kernels = kernel_gaps.trace_events(path)
     assert samples == [(0, 50), (100, 150)]
     assert kernels == [("custom_kernel_fa_x", 110, 7)]
+    assert kernel_gaps.trace_events(path, "build") == ([], kernels)
 
 
 @pytest.mark.parametrize("inner", [1, 20])

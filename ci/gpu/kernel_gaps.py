@@ -4,26 +4,30 @@ The benchmark's samples queue `inner` calls and evaluate them once (fusedattend.
 at some shapes a sample takes more than its kernels (docs/gpu.md, "What bounds it": 5-25 us a
 call at 4-bit B = 8, S = 8192). This runs such samples under torch.profiler, whose CUPTI
 tracing records every kernel of the process, MLX's included, and reads the trace: per sample
-the wall time, the time from the sample's start to its first kernel, the kernels' busy time,
-and the gaps between consecutive kernels (all per call).
+the wall time, the time its calls took to build (before mx.eval), the time from the sample's
+start to its first kernel, the kernels' busy time, and the gaps between consecutive kernels
+(all per call). --impl times a peer the same way (mx.fast.sdpa, mlx_lm.qsdpa).
 
-    python3 ci/gpu/kernel_gaps.py B S [--fmt q4|bfloat16] [--inner 20] [--samples 5] [--cold-mb 200]
-    # writes $OUT/gaps_<fmt>_<B>_<S>.json (the summary and the kernels of each sample) if OUT is set
+    python3 ci/gpu/kernel_gaps.py B S [--fmt q4|bfloat16] [--impl cuda] [--inner 20] [--samples 5] [--cold-mb 200]
+    # writes $OUT/gaps_<impl>_<fmt>_<B>_<S>.json (the summary and the kernels of each sample) if OUT is set
 """
 import argparse
 import json
 import os
 
 
-def sample_summary(sample, kernels, inner):
+def sample_summary(sample, kernels, inner, build_end=None):
     """`sample`: (start, end) of one sample's CPU range in us; `kernels`: (name, start, dur) of
-    the GPU kernels in the same clock. Per call: wall, lead (sample start to first kernel),
-    busy (kernels' union), gaps (idle time between the first kernel's start and the last one's
-    end), and the largest gap, with the kernels that started inside the range."""
+    the GPU kernels in the same clock; `build_end`: when its calls were built (mx.eval began).
+    Per call: wall, build (the calls' graph), lead (sample start to first kernel), busy (the
+    kernels' union), gaps (idle time between the first kernel's start and the last one's end),
+    tail (last kernel's end to the sample's end), and the largest gap, with the kernels that
+    started inside the range."""
     t0, t1 = sample
     mine = sorted((k for k in kernels if t0 <= k[1] < t1), key=lambda k: k[1])
+    built = {} if build_end is None else {"build_us": (build_end - t0) / inner}
     if not mine:
-        return {"wall_us": (t1 - t0) / inner, "kernels": 0}
+        return {"wall_us": (t1 - t0) / inner, **built, "kernels": 0}
     busy = gaps = largest = 0.0
     reach = mine[0][1]
     for _, start, dur in mine:
@@ -32,19 +36,19 @@ def sample_summary(sample, kernels, inner):
             largest = max(largest, start - reach)
         busy += max(0.0, start + dur - max(start, reach))
         reach = max(reach, start + dur)
-    return {"wall_us": (t1 - t0) / inner, "lead_us": (mine[0][1] - t0) / inner, "busy_us": busy / inner,
+    return {"wall_us": (t1 - t0) / inner, **built, "lead_us": (mine[0][1] - t0) / inner, "busy_us": busy / inner,
             "gaps_us": gaps / inner, "largest_gap_us": largest, "tail_us": (t1 - reach) / inner,
             "kernels": len(mine)}
 
 
-def trace_events(path):
-    """(samples, kernels) from a chrome trace torch.profiler exported: the `sample` ranges and
-    the GPU kernels, (start, end) and (name, start, dur) in us."""
+def trace_events(path, name="sample"):
+    """(ranges, kernels) from a chrome trace torch.profiler exported: the CPU ranges called
+    `name` and the GPU kernels, (start, end) and (name, start, dur) in us."""
     events = json.load(open(path))["traceEvents"]
-    samples = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name") == "sample" and e.get("ph") == "X"
-               and e.get("cat") == "user_annotation"]
+    ranges = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name") == name and e.get("ph") == "X"
+              and e.get("cat") == "user_annotation"]
     kernels = [(e["name"], e["ts"], e["dur"]) for e in events if e.get("cat") == "kernel" and e.get("ph") == "X"]
-    return sorted(samples), kernels
+    return sorted(ranges), kernels
 
 
 def main():
@@ -63,24 +67,29 @@ def main():
     p.add_argument("--inner", type=int, default=20)
     p.add_argument("--samples", type=int, default=5)
     p.add_argument("--cold-mb", type=int, default=200)
+    p.add_argument("--impl", default="cuda", help="a name of fusedattend.bench.implementations: cuda, "
+                   "mx.fast.sdpa, mlx_lm.qsdpa, ...")
     args = p.parse_args()
-    call = in_turn(cold_cases(args.B, args.S, args.fmt, args.cold_mb << 20), ["cuda"])["cuda"]
+    call = in_turn(cold_cases(args.B, args.S, args.fmt, args.cold_mb << 20), ["cuda"])[args.impl]
     for _ in range(3):
         mx.eval([call() for _ in range(args.inner)])
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(args.samples):
             with record_function("sample"):
-                mx.eval([call() for _ in range(args.inner)])
+                with record_function("build"):
+                    outs = [call() for _ in range(args.inner)]
+                mx.eval(outs)
     with tempfile.TemporaryDirectory() as tmp:
         prof.export_chrome_trace(os.path.join(tmp, "trace.json"))
         samples, kernels = trace_events(os.path.join(tmp, "trace.json"))
-    rows = [sample_summary(s, kernels, args.inner) for s in samples]
+        builds, _ = trace_events(os.path.join(tmp, "trace.json"), "build")
+    rows = [sample_summary(s, kernels, args.inner, b[1]) for s, b in zip(samples, builds)]
     for row in rows:
         print(json.dumps({k: round(v, 2) for k, v in row.items()}))
     names = sorted({name for name, _, _ in kernels})
     print(f"{len(kernels)} kernels traced: {', '.join(n[:60] for n in names)}")
     if os.environ.get("OUT"):
-        path = os.path.join(os.environ["OUT"], f"gaps_{args.fmt}_{args.B}_{args.S}.json")
+        path = os.path.join(os.environ["OUT"], f"gaps_{args.impl}_{args.fmt}_{args.B}_{args.S}.json")
         json.dump({"args": vars(args), "samples": rows, "kernels": kernels}, open(path, "w"))
 
 
