@@ -31,10 +31,9 @@ def test_trace_events_keeps_samples_and_kernels_only(tmp_path):
               {"name": "sample", "ph": "X", "cat": "user_annotation", "ts": 0, "dur": 50}]
     path = tmp_path / "trace.json"
     path.write_text(json.dumps({"traceEvents": events}))
-    samples, kernels = kernel_gaps.trace_events(path)
-    assert samples == [(0, 50), (100, 150)]
+    ranges, kernels = kernel_gaps.trace_events(path)
+    assert ranges == {"sample": [(0, 50), (100, 150)], "build": []}
     assert kernels == [("custom_kernel_fa_x", 110, 7)]
-    assert kernel_gaps.trace_events(path, "build") == ([], kernels)
 
 
 @pytest.mark.parametrize("inner", [1, 20])

@@ -41,21 +41,20 @@ def sample_summary(sample, kernels, inner, build_end=None):
             "kernels": len(mine)}
 
 
-def trace_events(path, name="sample"):
-    """(ranges, kernels) from a chrome trace torch.profiler exported: the CPU ranges called
-    `name` and the GPU kernels, (start, end) and (name, start, dur) in us."""
-    events = json.load(open(path))["traceEvents"]
-    ranges = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name") == name and e.get("ph") == "X"
-              and e.get("cat") == "user_annotation"]
-    kernels = [(e["name"], e["ts"], e["dur"]) for e in events if e.get("cat") == "kernel" and e.get("ph") == "X"]
-    return sorted(ranges), kernels
+def trace_events(path, names=("sample", "build")):
+    """(ranges, kernels) from a chrome trace torch.profiler exported: for each of `names` the
+    CPU ranges so called, and the GPU kernels; (start, end) and (name, start, dur) in us."""
+    events = [e for e in json.load(open(path))["traceEvents"] if e.get("ph") == "X"]
+    ranges = {name: sorted((e["ts"], e["ts"] + e["dur"]) for e in events
+                           if e.get("name") == name and e.get("cat") == "user_annotation") for name in names}
+    kernels = [(e["name"], e["ts"], e["dur"]) for e in events if e.get("cat") == "kernel"]
+    return ranges, kernels
 
 
 def main():
     import tempfile
 
     import mlx.core as mx
-    import torch  # noqa: F401  (its profiler's CUPTI tracing)
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from fusedattend.bench import cold_cases, in_turn
@@ -81,9 +80,8 @@ def main():
                 mx.eval(outs)
     with tempfile.TemporaryDirectory() as tmp:
         prof.export_chrome_trace(os.path.join(tmp, "trace.json"))
-        samples, kernels = trace_events(os.path.join(tmp, "trace.json"))
-        builds, _ = trace_events(os.path.join(tmp, "trace.json"), "build")
-    rows = [sample_summary(s, kernels, args.inner, b[1]) for s, b in zip(samples, builds)]
+        ranges, kernels = trace_events(os.path.join(tmp, "trace.json"))
+    rows = [sample_summary(s, kernels, args.inner, b[1]) for s, b in zip(ranges["sample"], ranges["build"])]
     for row in rows:
         print(json.dumps({k: round(v, 2) for k, v in row.items()}))
     names = sorted({name for name, _, _ in kernels})

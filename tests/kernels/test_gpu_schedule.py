@@ -11,14 +11,13 @@ import contextlib
 import math
 
 import mlx.core as mx
-import numpy as np
 import pytest
 
 import fusedattend as fa
 from fusedattend import gpu
 from tests import oracle
 from tests.kernels.gpu_constants import gpu_constants
-from tests.property.strategies import block_edge_case, oracle_of
+from tests.property.strategies import block_edge_case, block_edge_tiles, oracle_of
 from tests.property.test_batch_invariance import _check_requests
 from tests.property.test_online_softmax_parity import check_parity
 
@@ -88,10 +87,10 @@ def test_block_edges(backend, S, dtype, path, use_path):
     _close(fa.decode_attention(q, k, v, backend=backend), _reference(fa.decode_attention, q, k, v), dtype)
 
 
-def _edge_block(S, path):
-    """The keys of a block at S on `path` for bf16, D = 128: the matrix kernel's split block
-    wherever it takes the problem; one block of S keys where "default" takes one."""
-    return S if path == "default" and S <= gpu.SINGLE_PASS_MAX_S else gpu.block_keys(S, plain_matrix=True)
+def _edge_block(S, path="default", quantized=False):
+    """The keys of a block at S on `path` for bf16, D = 128: one block of S keys where "default"
+    takes one; else the split block, plain K/V's the matrix kernel's (it takes them at D = 128)."""
+    return S if path == "default" and S <= gpu.SINGLE_PASS_MAX_S else gpu.block_keys(S, plain_matrix=not quantized)
 
 
 def _edge_case(S, block, bits=None, group_size=64):
@@ -101,10 +100,6 @@ def _edge_case(S, block, bits=None, group_size=64):
 # Quantized K/V's blocks (gpu.block_keys(S); one block up to gpu.SINGLE_PASS_MAX_S): 256 keys at
 # S = 1000 and 4097, 512 at 9000 (short blocks), 1024 at 32769 (long, staged on CUDA).
 QUANTIZED_EDGES = (300, 1000, 4097, 9000, 32769)
-
-
-def _quantized_edge_block(S):
-    return S if S <= gpu.SINGLE_PASS_MAX_S else gpu.block_keys(S)
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -126,15 +121,15 @@ def test_block_edges_weigh_much(backend, S, path, use_path):
 def test_quantized_block_edges_weigh_much(backend, S, bits, group_size):
     """test_block_edges_weigh_much's keys through mx.quantize, in the quantized blocks."""
     _skip_unless_gpu(backend)
-    case = _edge_case(S, _quantized_edge_block(S), bits, group_size)
+    case = _edge_case(S, _edge_block(S, quantized=True), bits, group_size)
     check_parity(case, backend)
     _check_requests(case, backend)
 
 
 @pytest.mark.parametrize("S,block,bits,group_size",
                          sorted({(S, _edge_block(S, path), None, 64) for S in BLOCK_EDGES for path in PATHS})
-                         + [(S, _quantized_edge_block(S), 4, 64) for S in QUANTIZED_EDGES]
-                         + [(32769, _quantized_edge_block(32769), bits, gs) for bits, gs in ((2, 32), (8, 128))])
+                         + [(S, _edge_block(S, quantized=True), 4, 64) for S in QUANTIZED_EDGES]
+                         + [(32769, _edge_block(32769, quantized=True), bits, gs) for bits, gs in ((2, 32), (8, 128))])
 def test_lost_edge_tiles_fail(S, block, bits, group_size):
     """What the block-edge tests on weighty keys rest on, on any machine: on their keys (plain, and
     quantized), the oracle without every block's last tile of 16 keys, or without every block's
@@ -142,15 +137,9 @@ def test_lost_edge_tiles_fail(S, block, bits, group_size):
     case = _edge_case(S, block, bits, group_size)
     expected, stats = oracle_of(case)
     tol = oracle.parity_tolerance(expected, stats, case.dtype_name, case.dims[-1])
-    for lost in ("last", "first"):
-        seen = np.ones(S, dtype=bool)
-        for lo in range(0, S, block):
-            hi = min(lo + block, S)
-            if lost == "last":
-                seen[max(lo, hi - 16):hi] = False
-            else:
-                seen[lo:lo + 16] = False
-        ratio, err = oracle.compare(oracle_of(case, mask=seen[None, :])[0], expected, tol)
+    first, last = block_edge_tiles(block, S)
+    for lost, tiles in (("last", last), ("first", first)):
+        ratio, err = oracle.compare(oracle_of(case, mask=~tiles[None, :])[0], expected, tol)
         assert ratio > 4, f"each block's {lost} tile lost: only {ratio:.3g}x the tolerance (max err {err:.3g})"
 
 

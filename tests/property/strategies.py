@@ -488,19 +488,27 @@ def climbing_case(S=300, D=64, seed=0):
                 info={"pinned": True, "climbing": S})
 
 
-def block_edge_case(block, S, D=32, H_q=8, H_kv=2, B=2, seed=0, bits=None, group_size=64):
-    """Plain bf16 K/V whose keys at the blocks' edges (the first and the last tile of 16 keys of
-    every block of `block` keys, the last block ending at S) carry a third of every row's
-    weight whatever S and D (more where few keys lie between edges), and a V of their own: about +2 in a block's last tile, -2 in its
-    first. A block that drops or repeats such keys is off by several times the parity tolerance
-    (tests/kernels/test_gpu_schedule.py::test_lost_edge_tiles_fail), where random keys would
-    each weigh 1 / S. With `bits`: those K/V through mx.quantize (the oracle reads them dequantized)."""
-    rng = np.random.default_rng(seed)
+def block_edge_tiles(block, S):
+    """(first, last): boolean masks over S keys of the first and the last tile of 16 keys of
+    every block of `block` keys, the last block ending at S."""
     first, last = np.zeros(S, dtype=bool), np.zeros(S, dtype=bool)
     for lo in range(0, S, block):
         hi = min(lo + block, S)
         first[lo:lo + 16] = True
         last[max(lo, hi - 16):hi] = True
+    return first, last
+
+
+def block_edge_case(block, S, D=32, H_q=8, H_kv=2, B=2, seed=0, bits=None, group_size=64):
+    """Plain bf16 K/V whose keys at the blocks' edges (block_edge_tiles) carry a third of every
+    row's weight whatever S and D (more where few keys lie between edges), and a V of their own:
+    about +2 in a block's last tile, -2 in its first. A block that drops or repeats such keys is
+    off by several times the parity tolerance
+    (tests/kernels/test_gpu_schedule.py::test_lost_edge_tiles_fail), where random keys would
+    each weigh 1 / S. With `bits`: those K/V through mx.quantize (the oracle reads them
+    dequantized)."""
+    rng = np.random.default_rng(seed)
+    first, last = block_edge_tiles(block, S)
     edge = first | last
     n_edge = int(edge.sum())
     # An edge key's weight w against about 1 for the others: n_edge * w = (S - n_edge) / 2
