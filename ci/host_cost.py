@@ -5,7 +5,9 @@ call before MLX's own kernel call. Runs anywhere (no GPU): the stub returns fres
 
 A repeated public call replays its launches (backends.replay): its row is the signature, the
 lookup and the stubbed kernels; the rows between are what a call not replayed adds (a mask
-array or key_ranges: the checks in full besides).
+array or key_ranges: the checks in full besides). The last two rows are public calls on the
+first S keys of a longer cache (slicing included), at one S and with S one more each call, as
+in a decode loop.
 
 q4: the quantized call (4-bit K/V, group size 64) instead of the bf16 one.
 """
@@ -47,9 +49,11 @@ def main(B=1, S=2048, fmt="bf16"):
     available = backends._is_available
     backends._is_available = lambda name: name == "cuda" or available(name)
     q = mx.random.normal((B, 32, 1, 128)).astype(mx.bfloat16)
-    k = mx.random.normal((B, 8, S, 128)).astype(mx.bfloat16)
+    cache = mx.random.normal((B, 8, 2 * S, 128)).astype(mx.bfloat16)
+    k = cache[:, :, :S]
     quantized = fmt == "q4"
     if quantized:
+        cache = fa.quantize_kv(cache, bits=4, group_size=64)
         k = fa.quantize_kv(k, bits=4, group_size=64)
         make = lambda: _problem.quantized_problem(q, k, k, None, None, None, 4, 64)  # noqa: E731
         public = lambda: fa.quantized_decode_attention(q, k, k, backend="cuda")  # noqa: E731
@@ -58,8 +62,19 @@ def main(B=1, S=2048, fmt="bf16"):
         make = lambda: _problem.plain_problem(q, k, k, None, None, None)  # noqa: E731
         public = lambda: fa.decode_attention(q, k, k, backend="cuda")  # noqa: E731
         gpu_path = gpu.decode_attention
-    mx.eval(q, k)
+    mx.eval(q, k, cache)
     problem = make()
+    keys = [S]
+
+    def first(n):
+        return tuple(x[:, :, :n] for x in cache) if quantized else cache[:, :, :n]
+
+    def sliced(grow):
+        if grow:
+            keys[0] = S + (keys[0] - S + 1) % S
+        kv = first(keys[0])
+        return fa.quantized_decode_attention(q, kv, kv, backend="cuda") if quantized else fa.decode_attention(
+            q, kv, kv, backend="cuda")
     signature = lambda: (  # noqa: E731
         _problem.quantized_signature(q, k, k, None, None, None, 4, 64) if quantized
         else _problem.call_signature((q, k, k), None, None, None))
@@ -71,6 +86,8 @@ def main(B=1, S=2048, fmt="bf16"):
         "launcher (set-up + kernel objects)": lambda: gpu.launcher(problem, quantized),
         "gpu path (launcher + stubbed kernels)": lambda: gpu_path(problem),
         "public call (replayed)": public,
+        "public call, cache slices, one S": lambda: sliced(False),
+        "public call, cache slices, S + 1 a call": lambda: sliced(True),
     }
     for name, fn in rows.items():
         print(f"{name:40s} {per_call_us(fn):6.2f} µs")

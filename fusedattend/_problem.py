@@ -82,6 +82,12 @@ class Problem(NamedTuple):  # a NamedTuple: immutable, and 4x cheaper to build t
             return (self.q, *self.k, *self.v)
         return self.q, self.k, self.v
 
+    def with_arrays(self, arrays) -> "Problem":
+        """The same problem over other arrays, given in `arrays`' order."""
+        if self.bits is not None:
+            return self._replace(q=arrays[0], k=QuantizedKV(*arrays[1:4]), v=QuantizedKV(*arrays[4:7]))
+        return self._replace(q=arrays[0], k=arrays[1], v=arrays[2])
+
     def with_layer_axis(self) -> "Problem":
         """The same problem with 5-D arrays: a layer axis of one added where the caller passed
         none (`layered` then says True; `unlayer` of the caller's problem drops it again)."""
@@ -236,9 +242,10 @@ def _key_ranges(key_ranges, B, S):
 
 
 # Signatures of calls whose arguments passed the checks: everything the checks look at (each
-# array's shape and dtype; scale; mask None or "causal"; bits and group size). A decode loop
-# repeats one signature every step, so its checks run once; they cost several µs a call, the
-# signature under 1 µs. Calls with a mask array or key_ranges are checked in full every time:
+# array's shape and dtype; scale; mask None or "causal"; bits and group size), but for the keys'
+# length S where every K/V array has the same S, at least 1 (nothing else checked depends on it).
+# A decode loop repeats one signature every step while its cache grows a key a step, so its
+# checks run once; they cost tens of µs a call, the signature about 1 µs. Calls with a mask array or key_ranges are checked in full every time:
 # those checks read values. The GPU backends replay such a call's launches by the same
 # signature (backends.replay).
 _CHECKED = set()
@@ -249,11 +256,19 @@ def call_signature(arrays, scale, mask, key_ranges, *options):
     """The key of _CHECKED for a call, or None when the call must be checked in full."""
     if key_ranges is not None or not (mask is None or type(mask) is str):
         return None
-    key = [type(scale), scale, mask, *options]
-    for x in arrays:
+    queries = arrays[0]
+    if not isinstance(queries, mx.array):
+        return None
+    key = [type(scale), scale, mask, *options, queries.shape, queries.dtype]
+    S = None
+    for x in arrays[1:]:  # K/V: S (axis -2) left out
         if not isinstance(x, mx.array):
             return None
-        key += (x.shape, x.dtype)
+        shape = x.shape
+        if len(shape) < 4 or shape[-2] < 1 or (S is not None and shape[-2] != S):
+            return None
+        S = shape[-2]
+        key += (shape[:-2], shape[-1], x.dtype)
     return tuple(key)
 
 

@@ -84,10 +84,10 @@ def resolve(backend) -> str:
 
 
 # Replays: for a call whose signature (_problem.call_signature) passed the checks on a backend
-# that can replay it (the GPU backends: `launcher`), the function that launches its kernels from
-# its arrays alone. A decode loop repeats one signature every step; its later steps skip the
-# checks, the dispatch and the launch set-up (µs of host time each, docs/gpu.md). Keyed by
-# what picks the backend too. Cleared with gpu.clear_caches() when the schedule's constants change.
+# that can replay it (the GPU backends: `replayer`), the function that launches its kernels from
+# its arrays alone. A decode loop repeats one signature every step (its cache growing a key a
+# step: S is not in the signature); its later steps skip the checks, the dispatch and the launch
+# set-up (tens of µs of host time, docs/gpu.md). Keyed by what picks the backend too. Cleared with gpu.clear_caches() when the schedule's constants change.
 _REPLAYS = {}
 _REPLAYS_MAX = 4096
 
@@ -99,7 +99,7 @@ def _replay_key(signature, backend):
 
 
 def replay(signature, backend):
-    """The launcher of an earlier call with this signature and backend argument, or None."""
+    """The replayer of an earlier call with this signature and backend argument, or None."""
     if signature is None:
         return None
     try:
@@ -115,8 +115,8 @@ def forget_replays():
 def run(problem: Problem, backend, quantized: bool, signature=None):
     """Run `problem` on the named backend; L beyond the fused kernels goes to the reference.
 
-    signature: the call's _problem.call_signature, or None; a backend with a `launcher` then
-    keeps the call's launcher for `replay`."""
+    signature: the call's _problem.call_signature, or None; a backend with a `replayer` then
+    keeps the call's replayer for `replay` (its launcher for any S)."""
     name = resolve(backend)
     if problem.q.shape[-2] > MAX_FUSED_QUERY_LEN:  # L
         name = "reference"
@@ -125,7 +125,7 @@ def run(problem: Problem, backend, quantized: bool, signature=None):
         if H_kv * S * D < CPU_MIN_KV_ELEMENTS:
             name = "reference"
     module = _module(_MODULES[name])
-    launcher = getattr(module, "launcher", None)
+    launcher = getattr(module, "launcher" if signature is None else "replayer", None)
     launch = launcher(problem, quantized) if launcher else None
     if launch is None:
         fn = module.quantized_decode_attention if quantized else module.decode_attention

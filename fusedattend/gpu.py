@@ -372,6 +372,11 @@ def block_keys(S: int, plain_matrix: bool = False) -> int:
     return min(MAX_BLOCK, max(MIN_BLOCK, 1 << (want - 1).bit_length()))
 
 
+def _plain_matrix(quantized, dtype, D) -> bool:
+    """Whether plain K/V take the matrix kernel's long blocks once split (block_keys)."""
+    return not quantized and _uses_mma(False, dtype, D, False, MAX_BLOCK)
+
+
 def _pow2_at_least(x: int) -> int:
     return 1 << max(0, x - 1).bit_length()
 
@@ -457,7 +462,7 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
     out_shape = (NL, B, H_q, L, D) if layered else (B, H_q, L, D)
     N = NL * B
     G = H_q // H_kv
-    block = S if single_pass else block_keys(S, plain_matrix=not quantized and _uses_mma(False, dtype, D, False, MAX_BLOCK))
+    block = S if single_pass else block_keys(S, plain_matrix=_plain_matrix(quantized, dtype, D))
     NB = math.ceil(S / block)
     mma = _uses_mma(quantized, dtype, D, single_pass, block)
     if single_pass:
@@ -587,9 +592,9 @@ def decode_launch(problem: Problem, quantized: bool) -> dict:
 
 def launcher(problem: Problem, quantized: bool):
     """The function of the caller's arrays (`Problem.arrays`) that launches the problem's kernels,
-    everything else fixed. It takes any arrays of the problem's shapes and dtypes (backends.replay
-    hands it a repeated call's). Returns the output in the caller's form: (B, H_q, L, D), or
-    (NL, B, H_q, L, D) for a layered call. None where the grid would pass CUDA's limit."""
+    everything else fixed. It takes any arrays of the problem's shapes and dtypes. Returns the
+    output in the caller's form: (B, H_q, L, D), or (NL, B, H_q, L, D) for a layered call. None
+    where the grid would pass CUDA's limit."""
     shape = problem.shape
     if shape[0] * shape[1] > MAX_GRID_Z:
         return None
@@ -610,6 +615,49 @@ def launcher(problem: Problem, quantized: bool):
         return merge(inputs=decode(inputs=inputs_of(arrays), **kernel_args), **merge_args)[0]
 
     return launch_split
+
+
+# A replayer keeps the launchers of this many schedules (key_schedule) at most: a decode loop's S
+# grows a key a step and changes schedule every block of keys (every step up to SINGLE_PASS_MAX_S,
+# where the one block is S keys).
+LAUNCHERS_KEPT = 64
+
+
+def replayer(problem: Problem, quantized: bool):
+    """launcher's function for calls that repeat this one's signature (backends.replay): any
+    arrays of the problem's shapes and dtypes but for the keys' length S (axis -2 of K/V), which
+    a decode loop's cache grows by one every step. Another S takes the launcher of its schedule
+    (key_schedule), made once. None where launcher is None."""
+    first = launcher(problem, quantized)
+    if first is None:
+        return None
+    S, D = problem.shape[5], problem.shape[6]
+    plain_matrix = _plain_matrix(quantized, problem.q.dtype, D)
+    template = problem._replace(q=None, k=None, v=None)  # keeps no array of the caller's
+
+    def key_schedule(S):
+        """What the launches depend on S through: one block of S keys, or the blocks' size and count."""
+        if S <= SINGLE_PASS_MAX_S:
+            return S
+        block = block_keys(S, plain_matrix)
+        return block, -(-S // block)
+
+    launchers = {key_schedule(S): first}
+    last = [S, first]  # the last call's S and launcher
+
+    def replay(*arrays):
+        S = arrays[1].shape[-2]
+        if S != last[0]:
+            key = key_schedule(S)
+            launch = launchers.get(key)
+            if launch is None:
+                if len(launchers) >= LAUNCHERS_KEPT:
+                    launchers.clear()
+                launch = launchers[key] = launcher(template.with_arrays(arrays), quantized)
+            last[:] = S, launch
+        return last[1](*arrays)
+
+    return replay
 
 
 def clear_caches():

@@ -2,11 +2,13 @@
 launch set-up, only the kernels, handed the new call's arrays. The kernels are recording stubs
 here (no GPU needed); the GPU suites run the real ones through the same path."""
 
+import math
+
 import mlx.core as mx
 import pytest
 
 import fusedattend as fa
-from fusedattend import backends, gpu
+from fusedattend import _problem, backends, gpu
 from tests.kernels.gpu_constants import gpu_constants
 
 H_Q, H_KV, D = 8, 2, 64
@@ -16,12 +18,14 @@ class Recorder:
     """Stands in for gpu._kernel: each kernel it makes records its calls and returns zeros."""
 
     calls = []
+    launch_args = []  # each call's grid and output shapes
 
     def __init__(self, name, *args, **kwargs):
         self.name = name
 
-    def __call__(self, *, inputs, output_shapes, output_dtypes, **kwargs):
+    def __call__(self, *, inputs, output_shapes, output_dtypes, grid, **kwargs):
         Recorder.calls.append((self.name, list(inputs)))
+        Recorder.launch_args.append((self.name, grid, [tuple(shape) for shape in output_shapes]))
         return [mx.zeros(shape, dtype) for shape, dtype in zip(output_shapes, output_dtypes)]
 
 
@@ -32,6 +36,7 @@ def stub_gpu(monkeypatch):
     monkeypatch.setattr(backends, "_is_available", lambda name: name == "cuda" or available(name))
     monkeypatch.setattr(gpu, "_kernel", Recorder)
     monkeypatch.setattr(Recorder, "calls", [])
+    monkeypatch.setattr(Recorder, "launch_args", [])
     setups = []
     common = gpu._launch_common
     monkeypatch.setattr(gpu, "_launch_common", lambda *args: setups.append(1) or common(*args))
@@ -156,3 +161,58 @@ def test_scales_and_biases_reach_the_kernel_in_k_scales_dtype(stub_gpu):
         assert [inputs[i].dtype for i in (2, 3, 5, 6)] == [ks.dtype] * 4
         assert inputs[1] is kc and inputs[4] is vc
     assert len(stub_gpu) == 1
+
+
+def _sliced(cache, S, quantized):
+    """The first S keys of a cache as mlx_lm's caches hand them out (slices of each array)."""
+    return tuple(x[:, :, :S] for x in cache) if quantized else cache[:, :, :S]
+
+
+@pytest.mark.parametrize("quantized", [False, True], ids=["plain", "q4"])
+def test_a_growing_cache_is_checked_once(stub_gpu, monkeypatch, quantized):
+    """A decode loop's K/V grow a key a step (S is left out of the signature): the checks run
+    once for the loop, the launches are set up once for each schedule S passes through (one
+    block; then each block count), and each step launches exactly what the same call set up
+    afresh launches."""
+    steps = [gpu.SINGLE_PASS_MAX_S - 1, gpu.SINGLE_PASS_MAX_S, gpu.SINGLE_PASS_MAX_S + 1,
+             gpu.SINGLE_PASS_MAX_S + 2, 3000, 3001, 3002, 3000]
+    q, k, v = arrays(max(steps), quantized, 0)
+    checks = []
+    layered_queries = _problem._layered_queries
+    monkeypatch.setattr(_problem, "_layered_queries", lambda *a: checks.append(1) or layered_queries(*a))
+    _problem._CHECKED.clear()
+    for S in steps:
+        call(q, _sliced(k, S, quantized), _sliced(v, S, quantized), quantized, backend="cuda")
+    replayed = list(Recorder.launch_args)
+    assert len(checks) == 1
+    # Four schedules: one block of 511 keys, one of 512, then split blocks alike for S = 513-514
+    # and again for S = 3000-3002.
+    assert len(stub_gpu) == 4
+    assert math.ceil(513 / gpu.block_keys(513, not quantized)) == math.ceil(514 / gpu.block_keys(514, not quantized))
+    fresh = []
+    for S in steps:
+        gpu.clear_caches()
+        _problem._CHECKED.clear()
+        Recorder.launch_args.clear()
+        call(q, _sliced(k, S, quantized), _sliced(v, S, quantized), quantized, backend="cuda")
+        fresh += Recorder.launch_args
+    assert replayed == fresh
+
+
+def test_other_key_lengths_still_raise(stub_gpu):
+    """S left out of the signature: K and V (or codes and scales) of different S, or S = 0, are
+    still checked in full after replays."""
+    q, k, v = arrays(40, False, 0)
+    for S in (40, 39):
+        fa.decode_attention(q, k[:, :, :S], v[:, :, :S], backend="cuda")
+    with pytest.raises(ValueError, match="S"):
+        fa.decode_attention(q, k[:, :, :38], v[:, :, :39], backend="cuda")
+    with pytest.raises(ValueError, match="S = 0"):
+        fa.decode_attention(q, k[:, :, :0], v[:, :, :0], backend="cuda")
+    q, k, v = arrays(40, True, 0)
+    for S in (40, 39):
+        fa.quantized_decode_attention(q, _sliced(k, S, True), _sliced(v, S, True), group_size=32, backend="cuda")
+    codes, scales, biases = _sliced(k, 39, True)
+    with pytest.raises(ValueError, match="every axis but the last"):
+        fa.quantized_decode_attention(q, (codes, scales[:, :, :38], biases), _sliced(v, 39, True), group_size=32,
+                                      backend="cuda")

@@ -1,0 +1,98 @@
+"""A decode loop's attention calls, the cache growing a key a step, against calls at one fixed S.
+
+    python3 ci/gpu/decode_loop.py [B S0] [--steps 20] [--rounds 7]   # default B = 1, S0 = 4096
+
+mlx_lm's caches hand each step the first S keys of a preallocated buffer (slices), S one more
+every step, so no two steps of a loop share a shape. H_q = 32, H_kv = 8, D = 128, L = 1, bf16
+(4-bit: group size 64). For ours (bf16 and 4-bit), mx.fast.scaled_dot_product_attention and
+mlx_lm's 4-bit path, µs a step, the best of `rounds`:
+- `queued`: `steps` steps built, then evaluated once, each step's query the step before's output
+  (as a model's layers chain);
+- `host`: the same steps' calls made and dropped, never evaluated (each from the first query);
+each with the cache growing (S0, S0 + 1, ...; slicing included) and at S0 every step.
+Writes $OUT/decode_loop_B_S0.json.
+"""
+import argparse
+import json
+import os
+import time
+
+import mlx.core as mx
+
+import fusedattend as fa
+from fusedattend.bench import time_call
+
+H_Q, H_KV, D, GROUP_SIZE, BITS = 32, 8, 128, 64, 4
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("B", type=int, nargs="?", default=1)
+    p.add_argument("S0", type=int, nargs="?", default=4096)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=7)
+    args = p.parse_args()
+    B, S0, room = args.B, args.S0, 4096
+    q = mx.random.normal((B, H_Q, 1, D)).astype(mx.bfloat16)
+    k, v = (mx.random.normal((B, H_KV, S0 + room, D)).astype(mx.bfloat16) for _ in range(2))
+    kq, vq = fa.quantize_kv(k, bits=BITS, group_size=GROUP_SIZE), fa.quantize_kv(v, bits=BITS, group_size=GROUP_SIZE)
+    mx.eval(q, k, v, kq, vq)
+    scale = D ** -0.5
+
+    def first(cache, S):
+        return tuple(x[:, :, :S] for x in cache) if isinstance(cache, tuple) else cache[:, :, :S]
+
+    impls = {
+        "fused bf16": lambda x, S: fa.decode_attention(x, first(k, S), first(v, S), scale=scale, backend="cuda"),
+        "fused 4-bit": lambda x, S: fa.quantized_decode_attention(x, first(kq, S), first(vq, S), scale=scale,
+                                                                  bits=BITS, group_size=GROUP_SIZE, backend="cuda"),
+        "mx.fast.sdpa": lambda x, S: mx.fast.scaled_dot_product_attention(x, first(k, S), first(v, S), scale=scale),
+    }
+    try:
+        from mlx_lm.models.base import quantized_scaled_dot_product_attention as qsdpa
+
+        impls["mlx_lm 4-bit"] = lambda x, S: qsdpa(x + 0, first(kq, S), first(vq, S), scale, None,
+                                                   group_size=GROUP_SIZE, bits=BITS)
+    except ImportError:
+        pass
+    grown = [0]
+
+    def next_S(grow):
+        if not grow:
+            return S0
+        grown[0] = (grown[0] + 1) % room
+        return S0 + grown[0]
+
+    def queued(fn, grow):
+        def steps():
+            x = q
+            for _ in range(args.steps):
+                x = fn(x, next_S(grow))
+            return x
+        return min(time_call(steps, repeats=args.rounds)) / args.steps * 1e6
+
+    def host(fn, grow):
+        best = float("inf")
+        for _ in range(args.rounds):
+            t0 = time.perf_counter()
+            for _ in range(args.steps * 10):
+                fn(q, next_S(grow))
+            best = min(best, (time.perf_counter() - t0) / (args.steps * 10))
+        return best * 1e6
+
+    result = dict(B=B, S0=S0, steps=args.steps, rounds=args.rounds, mlx=mx.__version__)
+    for name, fn in impls.items():
+        mx.eval(fn(q, S0))
+        for grow in (True, False):
+            form = "growing" if grow else "fixed S"
+            result[f"queued: {name}, {form}"] = round(queued(fn, grow), 1)
+            result[f"host: {name}, {form}"] = round(host(fn, grow), 2)
+            print(f"{name:14s} {form:8s} queued {result[f'queued: {name}, {form}']:8.1f} µs a step, "
+                  f"host {result[f'host: {name}, {form}']:6.2f} µs a call", flush=True)
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], f"decode_loop_{B}_{S0}.json"), "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
