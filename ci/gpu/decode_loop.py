@@ -1,6 +1,7 @@
 """A decode loop's attention calls, the cache growing a key a step, against calls at one fixed S.
 
     python3 ci/gpu/decode_loop.py [B S0] [--steps 20] [--rounds 7]   # default B = 1, S0 = 4096
+    python3 ci/gpu/decode_loop.py --table decode_loop_*.json          # their queued rows as one table
 
 mlx_lm's caches hand each step the first S keys of a preallocated buffer (slices), S one more
 every step, so no two steps of a loop share a shape. H_q = 32, H_kv = 8, D = 128, L = 1, bf16
@@ -9,12 +10,14 @@ mlx_lm's 4-bit path, µs a step, the best of `rounds`:
 - `queued`: `steps` steps built, then evaluated once, each step's query the step before's output
   (as a model's layers chain);
 - `host`: the same steps' calls made and dropped, never evaluated (each from the first query);
-each with the cache growing (S0, S0 + 1, ...; slicing included) and at S0 every step.
-Writes $OUT/decode_loop_B_S0.json.
+each with the cache growing (S0, S0 + 1, ...; slicing included) and at S0 every step. An
+implementation that raises (mlx_lm's 4-bit path on MLX's CUDA backend from S = 2049 on) is
+recorded with its error. Writes $OUT/decode_loop_B_S0.json.
 """
 import argparse
 import json
 import os
+import sys
 import time
 
 import mlx.core as mx
@@ -25,7 +28,30 @@ from fusedattend.bench import time_call
 H_Q, H_KV, D, GROUP_SIZE, BITS = 32, 8, 128, 64, 4
 
 
+def table(results) -> str:
+    """Markdown: per shape, queued µs a step with the cache growing (and at one S), ours against
+    MLX's SDPA (bf16) and mlx_lm (4-bit)."""
+    def cell(r, name):
+        grow, fixed = r.get(f"queued: {name}, growing"), r.get(f"queued: {name}, fixed S")
+        return "fails" if f"error: {name}" in r else "–" if grow is None else f"{grow:.1f} ({fixed:.1f})"
+
+    def ratio(r, peer, ours):
+        a, b = r.get(f"queued: {peer}, growing"), r.get(f"queued: {ours}, growing")
+        return f"{a / b:.2f}x" if a and b else "–"
+
+    lines = ["| B | S0 | fused bf16 | mx.fast.sdpa | bf16 vs sdpa | fused 4-bit | mlx_lm 4-bit | 4-bit vs mlx_lm "
+             "| 4-bit vs sdpa |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(results, key=lambda r: (r["B"], r["S0"])):
+        lines.append(f"| {r['B']} | {r['S0']} | {cell(r, 'fused bf16')} | {cell(r, 'mx.fast.sdpa')} | "
+                     f"{ratio(r, 'mx.fast.sdpa', 'fused bf16')} | {cell(r, 'fused 4-bit')} | {cell(r, 'mlx_lm 4-bit')} | "
+                     f"{ratio(r, 'mlx_lm 4-bit', 'fused 4-bit')} | {ratio(r, 'mx.fast.sdpa', 'fused 4-bit')} |")
+    return "\n".join(lines)
+
+
 def main():
+    if sys.argv[1:2] == ["--table"]:
+        print(table([json.load(open(path)) for path in sys.argv[2:]]))
+        return
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("B", type=int, nargs="?", default=1)
     p.add_argument("S0", type=int, nargs="?", default=4096)
@@ -82,7 +108,12 @@ def main():
 
     result = dict(B=B, S0=S0, steps=args.steps, rounds=args.rounds, mlx=mx.__version__)
     for name, fn in impls.items():
-        mx.eval(fn(q, S0))
+        try:
+            mx.eval(fn(q, S0))
+        except RuntimeError as e:  # mlx_lm's 4-bit path on MLX's CUDA backend past S = 2048
+            result[f"error: {name}"] = str(e)
+            print(f"{name:14s} fails: {e}", flush=True)
+            continue
         for grow in (True, False):
             form = "growing" if grow else "fixed S"
             result[f"queued: {name}, {form}"] = round(queued(fn, grow), 1)
