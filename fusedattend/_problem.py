@@ -245,9 +245,9 @@ def _key_ranges(key_ranges, B, S):
 # array's shape and dtype; scale; mask None or "causal"; bits and group size), but for the keys'
 # length S where every K/V array has the same S, at least 1 (nothing else checked depends on it).
 # A decode loop repeats one signature every step while its cache grows a key a step, so its
-# checks run once; they cost tens of µs a call, the signature about 1 µs. Calls with a mask array or key_ranges are checked in full every time:
-# those checks read values. The GPU backends replay such a call's launches by the same
-# signature (backends.replay).
+# checks run once; they cost tens of µs a call, the signature about 1 µs. Calls with a mask
+# array or key_ranges are checked in full every time: those checks read values. The GPU
+# backends replay such a call's launches by the same signature (backends.replay).
 _CHECKED = set()
 _CHECKED_MAX = 4096
 
