@@ -11,6 +11,8 @@ host's dispatch and the sync: on the H200 its spread reached 4x the median, and 
 kernels failed `ci/perf.sh compare` at 6 of 24 shapes (docs/perf.md).
 """
 
+import itertools
+
 import mlx.core as mx
 import pytest
 
@@ -74,6 +76,55 @@ def run_benchmark(benchmark, peer_times, backend, B, S, fmt, rounds=ROUNDS, queu
 def test_decode(benchmark, peer_times, backend, B, S, fmt):
     # `backend` is parametrized by the root conftest: every backend here, or those given by --backend.
     run_benchmark(benchmark, peer_times, backend, B, S, fmt)
+
+
+# Decode loops (GPU only): a round is QUEUED_CALLS steps, step i on the cache's first S + i keys
+# (mlx_lm's caches hand out such slices, one key longer each step) with the step before's output
+# as its query. Such calls are replayed with S out of their signature (backends.replay); MLX's
+# SDPA on the same slices is the peer (bf16; mlx_lm's 4-bit path raises on slices on CUDA).
+LOOP_SHAPES = [(B, S) for B in (1, 8, 32) for S in (2048, 32768)]
+LOOP_ROOM = 1024  # keys a loop's cache grows by before it starts over from S
+
+
+@pytest.mark.perf
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("B,S", LOOP_SHAPES, ids=[f"B{B}-S{S}" for B, S in LOOP_SHAPES])
+def test_decode_loop(benchmark, backend, B, S, fmt):
+    if not ON_GPU or backend == "reference":
+        pytest.skip("decode loops: GPU backends only")
+    _, case = _case(B, S + LOOP_ROOM, fmt)
+    steps = itertools.count()
+
+    def first(cache, keys):
+        return tuple(x[:, :, :keys] for x in cache) if isinstance(cache, tuple) else cache[:, :, :keys]
+
+    def ours(x, keys):
+        if bench.is_quantized(fmt):
+            return fa.quantized_decode_attention(x, first(case["kq"], keys), first(case["vq"], keys),
+                                                 scale=case["scale"], bits=case["bits"],
+                                                 group_size=case["group_size"], backend=backend)
+        return fa.decode_attention(x, first(case["k"], keys), first(case["v"], keys), scale=case["scale"],
+                                   backend=backend)
+
+    def sdpa(x, keys):
+        return mx.fast.scaled_dot_product_attention(x, first(case["k"], keys), first(case["v"], keys),
+                                                    scale=case["scale"])
+
+    def loop(step):
+        def rounds():
+            x = case["q"]
+            for _ in range(QUEUED_CALLS):
+                x = step(x, S + next(steps) % LOOP_ROOM)
+            mx.eval(x)
+        return rounds
+
+    benchmark.group = f"loop {fmt} B={B} S={S}"
+    benchmark.pedantic(loop(ours), rounds=ROUNDS, iterations=1, warmup_rounds=1)
+    seconds = _median_seconds(benchmark, loop(ours)) / QUEUED_CALLS
+    info = benchmark.extra_info
+    info.update(backend=backend, format=fmt, B=B, S=S, calls_per_round=QUEUED_CALLS, grows_by=LOOP_ROOM)
+    if not bench.is_quantized(fmt):
+        info["ratio_mx.fast.sdpa"] = min(bench.time_call(loop(sdpa), repeats=3)) / QUEUED_CALLS / seconds
 
 
 @pytest.mark.smoke
