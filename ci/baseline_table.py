@@ -2,7 +2,8 @@
 
     python ci/baseline_table.py tests/perf/baselines/nvidia-h200/*/0001_nvidia-h200.json
 
-One table per backend and format, one row per B and S: the backend's median µs per call (a
+One table per backend and format (and another for the decode-loop rows, whose cache grows a
+key a step from S: `grows_by` in their extra_info), one row per B and S: the backend's median µs per call (a
 round's median over its calls_per_round queued calls, 1 in baselines that predate it), its GB/s of K/V, and the speed
 ratio against each peer timed in the same run (> 1: ours is faster), then the geometric mean
 of each ratio per format.
@@ -15,18 +16,23 @@ import sys
 from perf_compare import per_call_median
 
 
+def table_of(e):
+    """(backend, format, decode loop or not): the table a row goes to."""
+    return e["backend"], e["format"], "grows_by" in e
+
+
 def main(path):
     runs = [dict(b["extra_info"], median=per_call_median(b)) for b in json.load(open(path))["benchmarks"]]
-    for backend, fmt in sorted({(e["backend"], e["format"]) for e in runs}):
-        rows = sorted((e for e in runs if (e["backend"], e["format"]) == (backend, fmt)),
-                      key=lambda e: (e["B"], e["S"]))
+    for backend, fmt, loop in sorted({table_of(e) for e in runs}):
+        rows = sorted((e for e in runs if table_of(e) == (backend, fmt, loop)), key=lambda e: (e["B"], e["S"]))
         peers = sorted({k[len("ratio_"):] for e in rows for k in e if k.startswith("ratio_")})
-        print(f"\n{fmt}, backend {backend}\n")
+        print(f"\n{fmt}, backend {backend}{', decode loops (S: the first step)' if loop else ''}\n")
         print("| B | S | µs | GB/s | " + " | ".join(f"vs {p}" for p in peers) + " |")
         print("|---" * (4 + len(peers)) + "|")
         for e in rows:
             ratios = " | ".join(f"{e[f'ratio_{p}']:.2f}x" if f"ratio_{p}" in e else "-" for p in peers)
-            print(f"| {e['B']} | {e['S']} | {e['median'] * 1e6:.1f} | {e['gbps']:.0f} | {ratios} |")
+            gbps = f"{e['gbps']:.0f}" if "gbps" in e else "-"
+            print(f"| {e['B']} | {e['S']} | {e['median'] * 1e6:.1f} | {gbps} | {ratios} |")
         means = []
         for p in peers:
             r = [e[f"ratio_{p}"] for e in rows if f"ratio_{p}" in e]

@@ -80,10 +80,12 @@ def test_decode(benchmark, peer_times, backend, B, S, fmt):
 
 # Decode loops (GPU only): a round is QUEUED_CALLS steps, step i on the cache's first S + i keys
 # (mlx_lm's caches hand out such slices, one key longer each step) with the step before's output
-# as its query. Such calls are replayed with S out of their signature (backends.replay); MLX's
-# SDPA on the same slices is the peer (bf16; mlx_lm's 4-bit path raises on slices on CUDA).
+# as its query. Such calls are replayed with S out of their signature (backends.replay). The
+# peer is MLX's SDPA on the same slices of the cache in bf16 (for 4-bit too: mlx_lm's 4-bit path
+# raises on slices on CUDA). kv_bytes and gbps count the loop's first step (S keys).
 LOOP_SHAPES = [(B, S) for B in (1, 8, 32) for S in (2048, 32768)]
 LOOP_ROOM = 1024  # keys a loop's cache grows by before it starts over from S
+LOOP_GROUP_SIZE = 64
 
 
 @pytest.mark.perf
@@ -92,19 +94,23 @@ LOOP_ROOM = 1024  # keys a loop's cache grows by before it starts over from S
 def test_decode_loop(benchmark, backend, B, S, fmt):
     if not ON_GPU or backend == "reference":
         pytest.skip("decode loops: GPU backends only")
-    _, case = _case(B, S + LOOP_ROOM, fmt)
+    _, case = _case(B, S + LOOP_ROOM, "bfloat16")
+    k, v = case["k"], case["v"]
+    quantized = bench.is_quantized(fmt)
+    if quantized:
+        bits = int(fmt[1:])
+        k, v = (fa.quantize_kv(x, bits=bits, group_size=LOOP_GROUP_SIZE) for x in (k, v))
+        mx.eval(k, v)
     steps = itertools.count()
 
     def first(cache, keys):
         return tuple(x[:, :, :keys] for x in cache) if isinstance(cache, tuple) else cache[:, :, :keys]
 
     def ours(x, keys):
-        if bench.is_quantized(fmt):
-            return fa.quantized_decode_attention(x, first(case["kq"], keys), first(case["vq"], keys),
-                                                 scale=case["scale"], bits=case["bits"],
-                                                 group_size=case["group_size"], backend=backend)
-        return fa.decode_attention(x, first(case["k"], keys), first(case["v"], keys), scale=case["scale"],
-                                   backend=backend)
+        if quantized:
+            return fa.quantized_decode_attention(x, first(k, keys), first(v, keys), scale=case["scale"], bits=bits,
+                                                 group_size=LOOP_GROUP_SIZE, backend=backend)
+        return fa.decode_attention(x, first(k, keys), first(v, keys), scale=case["scale"], backend=backend)
 
     def sdpa(x, keys):
         return mx.fast.scaled_dot_product_attention(x, first(case["k"], keys), first(case["v"], keys),
@@ -121,10 +127,12 @@ def test_decode_loop(benchmark, backend, B, S, fmt):
     benchmark.group = f"loop {fmt} B={B} S={S}"
     benchmark.pedantic(loop(ours), rounds=ROUNDS, iterations=1, warmup_rounds=1)
     seconds = _median_seconds(benchmark, loop(ours)) / QUEUED_CALLS
+    kv_bytes = sum(x.nbytes for x in (*k, *v) if quantized) if quantized else k.nbytes + v.nbytes
+    kv_bytes = kv_bytes * S // (S + LOOP_ROOM)
     info = benchmark.extra_info
-    info.update(backend=backend, format=fmt, B=B, S=S, calls_per_round=QUEUED_CALLS, grows_by=LOOP_ROOM)
-    if not bench.is_quantized(fmt):
-        info["ratio_mx.fast.sdpa"] = min(bench.time_call(loop(sdpa), repeats=3)) / QUEUED_CALLS / seconds
+    info.update(backend=backend, format=fmt, B=B, S=S, kv_bytes=kv_bytes, calls_per_round=QUEUED_CALLS,
+                gbps=kv_bytes / seconds / 1e9, grows_by=LOOP_ROOM)
+    info["ratio_mx.fast.sdpa"] = min(bench.time_call(loop(sdpa), repeats=3)) / QUEUED_CALLS / seconds
 
 
 @pytest.mark.smoke
