@@ -127,7 +127,7 @@ def test_decode_loop(benchmark, backend, B, S, fmt):
     benchmark.group = f"loop {fmt} B={B} S={S}"
     benchmark.pedantic(loop(ours), rounds=ROUNDS, iterations=1, warmup_rounds=1)
     seconds = _median_seconds(benchmark, loop(ours)) / QUEUED_CALLS
-    kv_bytes = sum(x.nbytes for x in (*k, *v) if quantized) if quantized else k.nbytes + v.nbytes
+    kv_bytes = sum(x.nbytes for x in (*k, *v)) if quantized else k.nbytes + v.nbytes
     kv_bytes = kv_bytes * S // (S + LOOP_ROOM)
     info = benchmark.extra_info
     info.update(backend=backend, format=fmt, B=B, S=S, kv_bytes=kv_bytes, calls_per_round=QUEUED_CALLS,
