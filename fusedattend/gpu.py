@@ -377,6 +377,12 @@ def _plain_matrix(quantized, dtype, D) -> bool:
     return not quantized and _uses_mma(False, dtype, D, False, MAX_BLOCK)
 
 
+def _split_blocks(S: int, plain_matrix: bool) -> tuple:
+    """(keys of a block, blocks) of S keys split (S > SINGLE_PASS_MAX_S, or always where it is 0)."""
+    block = block_keys(S, plain_matrix)
+    return block, -(-S // block)
+
+
 def _pow2_at_least(x: int) -> int:
     return 1 << max(0, x - 1).bit_length()
 
@@ -462,8 +468,7 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
     out_shape = (NL, B, H_q, L, D) if layered else (B, H_q, L, D)
     N = NL * B
     G = H_q // H_kv
-    block = S if single_pass else block_keys(S, plain_matrix=_plain_matrix(quantized, dtype, D))
-    NB = math.ceil(S / block)
+    block, NB = (S, 1) if single_pass else _split_blocks(S, _plain_matrix(quantized, dtype, D))
     mma = _uses_mma(quantized, dtype, D, single_pass, block)
     if single_pass:
         simdgroups = SINGLE_PASS_SIMDGROUPS
@@ -636,11 +641,9 @@ def replayer(problem: Problem, quantized: bool):
     template = problem._replace(q=None, k=None, v=None)  # keeps no array of the caller's
 
     def key_schedule(S):
-        """What the launches depend on S through: one block of S keys, or the blocks' size and count."""
-        if S <= SINGLE_PASS_MAX_S:
-            return S
-        block = block_keys(S, plain_matrix)
-        return block, -(-S // block)
+        """What the launches depend on S through (as _launch_common and _schedule split S): one
+        block of S keys, or the blocks' size and count."""
+        return S if S <= SINGLE_PASS_MAX_S else _split_blocks(S, plain_matrix)
 
     launchers = {key_schedule(S): first}
     last = [S, first]  # the last call's S and launcher
