@@ -6,10 +6,13 @@ call at 4-bit B = 8, S = 8192). This runs such samples under torch.profiler, who
 tracing records every kernel of the process, MLX's included, and reads the trace: per sample
 the wall time, the time its calls took to build (before mx.eval), the time from the sample's
 start to its first kernel, the kernels' busy time, and the gaps between consecutive kernels
-(all per call). --impl times a peer the same way (mx.fast.sdpa, mlx_lm.qsdpa).
+(all per call). --impl times a peer the same way (mx.fast.sdpa, mlx_lm.qsdpa). --chain feeds
+each call's output to the next as its query (`fusedattend bench --chain`): the calls then run one
+after the other, as a model's layers do, and busy + gaps a call is the GPU's time for one layer's
+attention where the host's work overlaps it (a decode loop on mx.async_eval).
 
-    python3 ci/gpu/kernel_gaps.py B S [--fmt q4|bfloat16] [--impl cuda] [--inner 20] [--samples 5] [--cold-mb 200]
-    # writes $OUT/gaps_<impl>_<fmt>_<B>_<S>.json (the summary and the kernels of each sample) if OUT is set
+    python3 ci/gpu/kernel_gaps.py B S [--fmt q4|bfloat16] [--impl cuda] [--inner 20] [--samples 5] [--cold-mb 200] [--chain]
+    # writes $OUT/gaps_<impl>_<fmt>_<B>_<S>[_chain].json (the summary and the kernels of each sample) if OUT is set
 """
 import argparse
 import json
@@ -68,8 +71,9 @@ def main():
     p.add_argument("--cold-mb", type=int, default=200)
     p.add_argument("--impl", default="cuda", help="a name of fusedattend.bench.implementations: cuda, "
                    "mx.fast.sdpa, mlx_lm.qsdpa, ...")
+    p.add_argument("--chain", action="store_true", help="each call's query the previous call's output")
     args = p.parse_args()
-    call = in_turn(cold_cases(args.B, args.S, args.fmt, args.cold_mb << 20), ["cuda"])[args.impl]
+    call = in_turn(cold_cases(args.B, args.S, args.fmt, args.cold_mb << 20), ["cuda"], args.chain)[args.impl]
     for _ in range(3):
         mx.eval([call() for _ in range(args.inner)])
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -87,7 +91,8 @@ def main():
     names = sorted({name for name, _, _ in kernels})
     print(f"{len(kernels)} kernels traced: {', '.join(n[:60] for n in names)}")
     if os.environ.get("OUT"):
-        path = os.path.join(os.environ["OUT"], f"gaps_{args.impl}_{args.fmt}_{args.B}_{args.S}.json")
+        chained = "_chain" if args.chain else ""
+        path = os.path.join(os.environ["OUT"], f"gaps_{args.impl}_{args.fmt}_{args.B}_{args.S}{chained}.json")
         json.dump({"args": vars(args), "samples": rows, "kernels": kernels}, open(path, "w"))
 
 
