@@ -12,7 +12,8 @@ after the other, as a model's layers do, and busy + gaps a call is the GPU's tim
 attention where the host's work overlaps it (a decode loop on mx.async_eval).
 
     python3 ci/gpu/kernel_gaps.py B S [--fmt q4|bfloat16] [--impl cuda] [--inner 20] [--samples 5] [--cold-mb 200] [--chain]
-    # writes $OUT/gaps_<impl>_<fmt>_<B>_<S>[_chain].json (the summary and the kernels of each sample) if OUT is set
+        [--set '{"PLAIN_PREFETCH_TILES": 0}']   # fusedattend.gpu constants, as schedule_sweep.py's variants
+    # writes $OUT/gaps_<impl>_<fmt>_<B>_<S>[_chain][_NAME-VALUE...].json (the summary and the kernels of each sample) if OUT is set
 """
 import argparse
 import json
@@ -72,7 +73,14 @@ def main():
     p.add_argument("--impl", default="cuda", help="a name of fusedattend.bench.implementations: cuda, "
                    "mx.fast.sdpa, mlx_lm.qsdpa, ...")
     p.add_argument("--chain", action="store_true", help="each call's query the previous call's output")
+    p.add_argument("--set", default="{}", help="fusedattend.gpu constants to set, as JSON")
     args = p.parse_args()
+    from fusedattend import gpu
+
+    constants = json.loads(args.set)
+    for name, value in constants.items():
+        setattr(gpu, name, value)
+    gpu.clear_caches()
     call = in_turn(cold_cases(args.B, args.S, args.fmt, args.cold_mb << 20), ["cuda"], args.chain)[args.impl]
     for _ in range(3):
         mx.eval([call() for _ in range(args.inner)])
@@ -91,8 +99,8 @@ def main():
     names = sorted({name for name, _, _ in kernels})
     print(f"{len(kernels)} kernels traced: {', '.join(n[:60] for n in names)}")
     if os.environ.get("OUT"):
-        chained = "_chain" if args.chain else ""
-        path = os.path.join(os.environ["OUT"], f"gaps_{args.impl}_{args.fmt}_{args.B}_{args.S}{chained}.json")
+        tag = ("_chain" if args.chain else "") + "".join(f"_{name}-{value}" for name, value in constants.items())
+        path = os.path.join(os.environ["OUT"], f"gaps_{args.impl}_{args.fmt}_{args.B}_{args.S}{tag}.json")
         json.dump({"args": vars(args), "samples": rows, "kernels": kernels}, open(path, "w"))
 
 
