@@ -208,6 +208,19 @@ def quantized_stages(single_pass, short, D, bits, group_size, scales_dtype) -> i
     if single_pass or (on_metal() and not STAGE_ON_METAL) or (D * bits // 32) % 4 or scale_bytes not in (4, 8, 16):
         return 0
     return QUANTIZED_SHORT_BLOCK_STAGES if short else QUANTIZED_STAGES
+# Plain K/V on the matrix kernel, split: a launch of at most PLAIN_PREFETCH_MAX_THREADGROUPS
+# threadgroups (B = 1 and other small grids) asks each simdgroup's tiles PLAIN_PREFETCH_TILES of its
+# tiles ahead into L2 (fa_pmma_prefetch_tile; nothing on Apple): there each simdgroup walks its
+# tiles one after the other with one tile's loads in flight, few warps an SM, and the GPU's time is
+# that chain. A hint changes no result, so it may depend on the grid (on B), not only on S: a
+# request's output stays bit-identical in any batch. H200, GPU time a call, chained and cold
+# (`ci/gpu/kernel_gaps.py B S --fmt bfloat16 --chain [--set '{"PLAIN_PREFETCH_TILES": 0}']`,
+# docs/h200/plain-prefetch/, 2026-12-01), none / 4 tiles ahead: B = 1, S = 2048: 23.2-23.6 /
+# 20.9-21.0 µs; S = 8192: 32.8-33.3 / 29.0-29.2; S = 32768: 56.8-57.4 / 57.6-58.0; B = 8, S = 2048:
+# 39.8-39.9 / 37.9-38.5. Those grids have 16-128 threadgroups; larger ones and one-block launches
+# were not measured with it and take none.
+PLAIN_PREFETCH_TILES = 4
+PLAIN_PREFETCH_MAX_THREADGROUPS = 128
 # The plain matrix kernel keeps ptxas' choice (229 registers, 8 warps an SM): 3 an SM (12 warps,
 # 168 registers) spills 264 bytes and lost 20-26% at B = 8 and 32, S = 32768 (chained and cold,
 # docs/h200/plain-mma/sweep-ab.log; again docs/h200/verified/sweep-plain-bounds.log, 2026-11-30).
@@ -494,10 +507,12 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
                           ("OUT_MANTISSA", out_mantissa(bits)), ("OT", mx.bfloat16),
                           ("PREFETCH_TILES", QUANTIZED_SHORT_BLOCK_PREFETCH_TILES if short and not stages else 0),
                           ("STAGES", stages)]
-        else:
-            name, per_sm = "fa_decode_mma", PLAIN_MMA_THREADGROUPS_PER_SM
-            constants += [("WEIGHT_SCALE_LOG2", plain_weight_scale_log2(dtype))]
         tiles = math.ceil(G * L / MMA_ROWS)
+        if not quantized:
+            name, per_sm = "fa_decode_mma", PLAIN_MMA_THREADGROUPS_PER_SM
+            small_grid = not single_pass and NB * H_kv * tiles * N <= PLAIN_PREFETCH_MAX_THREADGROUPS
+            constants += [("WEIGHT_SCALE_LOG2", plain_weight_scale_log2(dtype)),
+                          ("PREFETCH_TILES", PLAIN_PREFETCH_TILES if small_grid else 0)]
     else:
         name = "fa_quantized_decode_attention" if quantized else "fa_decode_attention"
         body_file = "decode_attention.metal"

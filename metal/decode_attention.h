@@ -634,6 +634,20 @@ METAL_FUNC void fa_pmma_load_tile(thread fa_pmma_tile<T, D>& t, bool narrow, boo
   }
 }
 
+// Asks for the tile of plain keys first .. first + 15 (past `last` read as `last`) ahead of its
+// loads (fa_prefetch), as fa_qmma_prefetch_tile does for codes: lane l takes key l % 16, the first
+// and the last element of its row of K (l < 16) or V.
+template <int D, typename Ptr, typename Strides>
+METAL_FUNC void fa_pmma_prefetch_tile(bool narrow, int first, int last, int lane, Ptr k_row, Strides k_strides,
+                                      Ptr v_row, Strides v_strides) {
+  const int key = metal::min(first + lane % 16, last);
+  const bool of_k = lane < 16;
+  const Strides strides = of_k ? k_strides : v_strides;
+  const Ptr row = (of_k ? k_row : v_row) + fa_key_offset(narrow, strides, key);
+  fa_prefetch(row);
+  fa_prefetch(row + fa_element_offset(narrow, 0, D - 1, fa_element_step(narrow, strides)));
+}
+
 // Merge COUNT partial online-softmax states (scores in base 2): state i has running max
 // m[i * ml_stride], denominator l[i * ml_stride] and unnormalised output o[i * o_stride]. States
 // that saw no key have m = -inf and weigh nothing. The order is fixed, so the result never depends

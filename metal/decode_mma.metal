@@ -35,8 +35,8 @@
 // where the strides allow), LAYERED (as decode_attention.metal's); quantized K/V: GS (group
 // size), BITS, ST (scales dtype), SCORE_MANTISSA (T's mantissa bits for 16-bit scores, 0 for
 // 32-bit), OUT_MANTISSA (OT's for 16-bit output operands, 0 for 32-bit), OT (their type: bf16),
-// PREFETCH_TILES (how far ahead tiles are asked into L2; 0: not), STAGES (tiles staged through
-// threadgroup memory, see below; 0: not); plain K/V: WEIGHT_SCALE_LOG2.
+// STAGES (tiles staged through threadgroup memory, see below; 0: not); plain K/V:
+// WEIGHT_SCALE_LOG2; both: PREFETCH_TILES (how far ahead tiles are asked into L2; 0: not).
 // FA_QUANTIZED and FA_SINGLE_PASS as in decode_attention.metal. Run-time dims[]: L, G, block, has
 // key ranges; scalars[]: the softmax scale, 1.0f.
 
@@ -345,8 +345,17 @@ for (int pass = 0; pass < 2; ++pass) {
       FA_PREFETCH(first + PREFETCH_TILES * TILE_STRIDE);
     }
 #else
+  // Tiles PREFETCH_TILES ahead of the one being loaded are asked into L2 (fa_pmma_prefetch_tile):
+  // a split launch of few threadgroups (gpu.PLAIN_PREFETCH_MAX_THREADGROUPS) has few loads in flight.
+#define FA_PREFETCH(at) fa_pmma_prefetch_tile<D>(narrow_pass, at, last_readable, lane, k_row, k_strides5, v_row, v_strides5)
+  for (int ahead = 1; ahead < PREFETCH_TILES; ++ahead) {
+    FA_PREFETCH(lo + sg * TILE_KEYS + ahead * TILE_STRIDE);
+  }
   fa_pmma_tile<T, D> next_tile;
   for (int first = lo + sg * TILE_KEYS - TILE_STRIDE; first < hi; first += TILE_STRIDE) {
+    if (PREFETCH_TILES > 0 && first + (PREFETCH_TILES + 1) * TILE_STRIDE < hi) {
+      FA_PREFETCH(first + (PREFETCH_TILES + 1) * TILE_STRIDE);
+    }
     fa_pmma_tile<T, D> now = next_tile;
     fa_pmma_load_tile(next_tile, narrow_pass, narrow_pass || packed, first + TILE_STRIDE, last_readable, lane, k_row, k_strides5,
                       v_row, v_strides5);

@@ -263,6 +263,25 @@ def test_quantized_staged_tiles_are_bit_identical_to_direct_loads(backend, bits,
     _close(staged, _reference(fa.quantized_decode_attention, q, kq, vq, **kw), mx.bfloat16)
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "slice_of_a_cache"])
+@pytest.mark.parametrize("S", [40, 1000, 4097, 40000])
+@pytest.mark.parametrize("dtype", [mx.bfloat16, mx.float16], ids=["bf16", "f16"])
+def test_plain_prefetch_is_bit_identical_to_none(backend, dtype, S, layout):
+    """Plain K/V's tiles asked ahead into L2 (gpu.PLAIN_PREFETCH_TILES: split launches of at most
+    gpu.PLAIN_PREFETCH_MAX_THREADGROUPS threadgroups, so for small B) compute what the launch
+    without the hints does, bit for bit: split blocks (S = 40, one block, takes none either way),
+    key ranges that end mid-tile."""
+    _skip_unless_gpu(backend)
+    q, k, v = _qkv(2, 8, 2, 1, S, 128, dtype, seed=S, spare=16 if layout == "slice_of_a_cache" else 0)
+    key_ranges = mx.array([[0, S], [S // 3, S - S // 3 - 5 if S > 8 else 1]], dtype=mx.int32)
+    with gpu_constants(PLAIN_PREFETCH_MAX_THREADGROUPS=1 << 30):
+        hinted = fa.decode_attention(q, k, v, key_ranges=key_ranges, backend=backend)
+    with gpu_constants(PLAIN_PREFETCH_MAX_THREADGROUPS=0):
+        unhinted = fa.decode_attention(q, k, v, key_ranges=key_ranges, backend=backend)
+    assert mx.array_equal(hinted, unhinted).item()
+    _close(hinted, _reference(fa.decode_attention, q, k, v, key_ranges=key_ranges), dtype)
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_batch_and_layers_are_bit_identical_to_single_calls(backend, path, use_path):
     _skip_unless_gpu(backend)

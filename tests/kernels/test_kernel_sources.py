@@ -241,6 +241,29 @@ def test_quantized_split_blocks_stage_or_prefetch(monkeypatch, S, short, group_s
         assert ("cp.async.cg.shared.global" in ptx, "prefetch.global.L2" in ptx) == (bool(stages), bool(prefetch))
 
 
+@pytest.mark.parametrize("B, S, small", [(1, 2048, True), (1, 8192, True), (1, 32768, True), (8, 2048, True),
+                                         (1, 40, False), (32, 2048, False), (8, 32768, False)])
+def test_plain_prefetch_on_small_grids(monkeypatch, B, S, small):
+    """Plain K/V's split launches on the matrix kernel ask each simdgroup's tiles
+    gpu.PLAIN_PREFETCH_TILES ahead into L2 (prefetch.global.L2 in the PTX) where the launch has at
+    most gpu.PLAIN_PREFETCH_MAX_THREADGROUPS threadgroups: by the grid, so by B too, which a hint
+    may be (test_gpu_schedule.py's test_plain_prefetch_is_bit_identical_to_none); larger grids
+    and one block (S = 40) none."""
+    monkeypatch.setattr(gpu, "on_metal", lambda: False)
+    q = mx.zeros((B, 32, 1, 128), dtype=mx.bfloat16)
+    k = mx.zeros((B, 8, S, 128), dtype=mx.bfloat16)
+    launch = gpu.decode_launch(plain_problem(q, k, k, None, None, None), quantized=False)
+    assert launch["body_file"] == "decode_mma.metal"
+    grid, threads = launch["call"]["grid"], launch["call"]["threadgroup"][0]
+    split = S > gpu.SINGLE_PASS_MAX_S
+    assert (split and grid[0] // threads * grid[1] * grid[2] <= gpu.PLAIN_PREFETCH_MAX_THREADGROUPS) == small
+    assert dict(launch["constants"])["PREFETCH_TILES"] == (gpu.PLAIN_PREFETCH_TILES if small else 0)
+    if nvcc_wrap.nvcc_available() and S == 2048:
+        ok, log, ptx = nvcc_wrap.compile_cuda(nvcc_wrap.wrap_launch(launch), ptx=True)
+        assert ok, log
+        assert ("prefetch.global.L2" in ptx) == small
+
+
 def test_quantized_stages_policy(monkeypatch):
     """gpu.quantized_stages: split launches only, on CUDA (Apple's copies are plain loads and
     stores, not measured: only with STAGE_ON_METAL, as the CPU emulation sets it), where a key's
