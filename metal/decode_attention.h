@@ -578,6 +578,14 @@ METAL_FUNC void fa_qmma_stage_tile(CodeStage codes, ScaleStage scales, int first
   }
 }
 
+// The first and the last (LAST) element of a key's row asked into L2.
+template <int LAST, typename Ptr, typename Strides>
+METAL_FUNC void fa_prefetch_row(bool narrow, Ptr rows, Strides strides, int key) {
+  const Ptr row = rows + fa_key_offset(narrow, strides, key);
+  fa_prefetch(row);
+  fa_prefetch(row + fa_element_offset(narrow, 0, LAST, fa_element_step(narrow, strides)));
+}
+
 // Asks for the tile of keys first .. first + 15 (past `last` read as `last`) ahead of its loads
 // (fa_prefetch), so that they wait on L2, not on device memory: lane l takes key l % 16, the first
 // and the last word of its row of K (l < 16) or V codes, and its row of K or V scales and biases.
@@ -588,10 +596,7 @@ METAL_FUNC void fa_qmma_prefetch_tile(bool narrow, int first, int last, int lane
                                       ScalePtr vb_row, Strides v_biases_strides) {
   const int key = metal::min(first + lane % 16, last);
   const bool of_k = lane < 16;
-  const Strides codes_strides = of_k ? k_codes_strides : v_codes_strides;
-  const CodePtr codes = (of_k ? k_row : v_row) + fa_key_offset(narrow, codes_strides, key);
-  fa_prefetch(codes);
-  fa_prefetch(codes + fa_element_offset(narrow, 0, ROW_WORDS - 1, fa_element_step(narrow, codes_strides)));
+  fa_prefetch_row<ROW_WORDS - 1>(narrow, of_k ? k_row : v_row, of_k ? k_codes_strides : v_codes_strides, key);
   fa_prefetch((of_k ? ks_row : vs_row) + fa_key_offset(narrow, of_k ? k_scales_strides : v_scales_strides, key));
   fa_prefetch((of_k ? kb_row : vb_row) + fa_key_offset(narrow, of_k ? k_biases_strides : v_biases_strides, key));
 }
@@ -642,10 +647,7 @@ METAL_FUNC void fa_pmma_prefetch_tile(bool narrow, int first, int last, int lane
                                       Ptr v_row, Strides v_strides) {
   const int key = metal::min(first + lane % 16, last);
   const bool of_k = lane < 16;
-  const Strides strides = of_k ? k_strides : v_strides;
-  const Ptr row = (of_k ? k_row : v_row) + fa_key_offset(narrow, strides, key);
-  fa_prefetch(row);
-  fa_prefetch(row + fa_element_offset(narrow, 0, D - 1, fa_element_step(narrow, strides)));
+  fa_prefetch_row<D - 1>(narrow, of_k ? k_row : v_row, of_k ? k_strides : v_strides, key);
 }
 
 // Merge COUNT partial online-softmax states (scores in base 2): state i has running max
