@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import mlx.core as mx  # noqa: E402
 
 import fusedattend as fa  # noqa: E402
-from fusedattend import _problem, backends, gpu  # noqa: E402
+from fusedattend import _problem, backends, bench, gpu  # noqa: E402
 
 
 class StubKernel:
@@ -66,13 +66,10 @@ def main(B=1, S=2048, fmt="bf16"):
     problem = make()
     keys = [S]
 
-    def first(n):
-        return tuple(x[:, :, :n] for x in cache) if quantized else cache[:, :, :n]
-
     def sliced(grow):
         if grow:
             keys[0] = S + (keys[0] - S + 1) % S
-        kv = first(keys[0])
+        kv = bench.first_keys(cache, keys[0])
         return fa.quantized_decode_attention(q, kv, kv, backend="cuda") if quantized else fa.decode_attention(
             q, kv, kv, backend="cuda")
     signature = lambda: (  # noqa: E731

@@ -99,6 +99,14 @@ def is_quantized(fmt: str) -> bool:
     return fmt.startswith("q")
 
 
+def first_keys(cache, S):
+    """The first S keys of a K/V cache (an array, or a quantized triple of arrays), as mlx_lm's
+    caches hand them to each decode step: slices along axis 2, read in place."""
+    if isinstance(cache, tuple):
+        return tuple(x[:, :, :S] for x in cache)
+    return cache[:, :, :S]
+
+
 def make_case(B, S, fmt, H_q=32, H_kv=8, D=128, L=1, qdtype=mx.bfloat16, group_size=64, seed=0):
     """Random q/k/v (or quantized k/v) for one benchmark shape, evaluated."""
     mx.random.seed(seed)

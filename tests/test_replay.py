@@ -9,6 +9,7 @@ import pytest
 
 import fusedattend as fa
 from fusedattend import _problem, backends, gpu
+from fusedattend.bench import first_keys
 from tests.kernels.gpu_constants import gpu_constants
 
 H_Q, H_KV, D = 8, 2, 64
@@ -163,11 +164,6 @@ def test_scales_and_biases_reach_the_kernel_in_k_scales_dtype(stub_gpu):
     assert len(stub_gpu) == 1
 
 
-def _sliced(cache, S, quantized):
-    """The first S keys of a cache as mlx_lm's caches hand them out (slices of each array)."""
-    return tuple(x[:, :, :S] for x in cache) if quantized else cache[:, :, :S]
-
-
 @pytest.mark.parametrize("quantized", [False, True], ids=["plain", "q4"])
 def test_a_growing_cache_is_checked_once(stub_gpu, monkeypatch, quantized):
     """A decode loop's K/V grow a key a step (S is left out of the signature): the checks run
@@ -182,7 +178,7 @@ def test_a_growing_cache_is_checked_once(stub_gpu, monkeypatch, quantized):
     monkeypatch.setattr(_problem, "_layered_queries", lambda *a: checks.append(1) or layered_queries(*a))
     _problem._CHECKED.clear()
     for S in steps:
-        call(q, _sliced(k, S, quantized), _sliced(v, S, quantized), quantized, backend="cuda")
+        call(q, first_keys(k, S), first_keys(v, S), quantized, backend="cuda")
     replayed = list(Recorder.launch_args)
     assert len(checks) == 1
     # Four schedules: one block of 511 keys, one of 512, then split blocks alike for S = 513-514
@@ -194,7 +190,7 @@ def test_a_growing_cache_is_checked_once(stub_gpu, monkeypatch, quantized):
         gpu.clear_caches()
         _problem._CHECKED.clear()
         Recorder.launch_args.clear()
-        call(q, _sliced(k, S, quantized), _sliced(v, S, quantized), quantized, backend="cuda")
+        call(q, first_keys(k, S), first_keys(v, S), quantized, backend="cuda")
         fresh += Recorder.launch_args
     assert replayed == fresh
 
@@ -211,8 +207,8 @@ def test_other_key_lengths_still_raise(stub_gpu):
         fa.decode_attention(q, k[:, :, :0], v[:, :, :0], backend="cuda")
     q, k, v = arrays(40, True, 0)
     for S in (40, 39):
-        fa.quantized_decode_attention(q, _sliced(k, S, True), _sliced(v, S, True), group_size=32, backend="cuda")
-    codes, scales, biases = _sliced(k, 39, True)
+        fa.quantized_decode_attention(q, first_keys(k, S), first_keys(v, S), group_size=32, backend="cuda")
+    codes, scales, biases = first_keys(k, 39)
     with pytest.raises(ValueError, match="every axis but the last"):
-        fa.quantized_decode_attention(q, (codes, scales[:, :, :38], biases), _sliced(v, 39, True), group_size=32,
+        fa.quantized_decode_attention(q, (codes, scales[:, :, :38], biases), first_keys(v, 39), group_size=32,
                                       backend="cuda")

@@ -23,7 +23,7 @@ import time
 import mlx.core as mx
 
 import fusedattend as fa
-from fusedattend.bench import time_call
+from fusedattend.bench import first_keys, time_call
 
 H_Q, H_KV, D, GROUP_SIZE, BITS = 32, 8, 128, 64, 4
 
@@ -65,19 +65,18 @@ def main():
     mx.eval(q, k, v, kq, vq)
     scale = D ** -0.5
 
-    def first(cache, S):
-        return tuple(x[:, :, :S] for x in cache) if isinstance(cache, tuple) else cache[:, :, :S]
-
     impls = {
-        "fused bf16": lambda x, S: fa.decode_attention(x, first(k, S), first(v, S), scale=scale, backend="cuda"),
-        "fused 4-bit": lambda x, S: fa.quantized_decode_attention(x, first(kq, S), first(vq, S), scale=scale,
+        "fused bf16": lambda x, S: fa.decode_attention(x, first_keys(k, S), first_keys(v, S), scale=scale,
+                                                       backend="cuda"),
+        "fused 4-bit": lambda x, S: fa.quantized_decode_attention(x, first_keys(kq, S), first_keys(vq, S), scale=scale,
                                                                   bits=BITS, group_size=GROUP_SIZE, backend="cuda"),
-        "mx.fast.sdpa": lambda x, S: mx.fast.scaled_dot_product_attention(x, first(k, S), first(v, S), scale=scale),
+        "mx.fast.sdpa": lambda x, S: mx.fast.scaled_dot_product_attention(x, first_keys(k, S), first_keys(v, S),
+                                                                          scale=scale),
     }
     try:
         from mlx_lm.models.base import quantized_scaled_dot_product_attention as qsdpa
 
-        impls["mlx_lm 4-bit"] = lambda x, S: qsdpa(x + 0, first(kq, S), first(vq, S), scale, None,
+        impls["mlx_lm 4-bit"] = lambda x, S: qsdpa(x + 0, first_keys(kq, S), first_keys(vq, S), scale, None,
                                                    group_size=GROUP_SIZE, bits=BITS)
     except ImportError:
         pass

@@ -13,6 +13,7 @@ import pytest
 
 import fusedattend as fa
 from fusedattend import _problem, gpu
+from fusedattend.bench import first_keys
 from tests.kernels.cpu_emulator import compiler_available, emulated_gpu
 from tests.kernels.gpu_constants import gpu_constants
 
@@ -29,9 +30,8 @@ def _grown_outputs(steps, quantized, D, backend, seed=0):
 
     def step(q, S):
         if quantized:
-            first = tuple(x[:, :, :S] for x in k), tuple(x[:, :, :S] for x in v)
-            return fa.quantized_decode_attention(q, *first, group_size=32, backend=backend)
-        return fa.decode_attention(q, k[:, :, :S], v[:, :, :S], backend=backend)
+            return fa.quantized_decode_attention(q, first_keys(k, S), first_keys(v, S), group_size=32, backend=backend)
+        return fa.decode_attention(q, first_keys(k, S), first_keys(v, S), backend=backend)
 
     gpu.clear_caches()
     _problem._CHECKED.clear()

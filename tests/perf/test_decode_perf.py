@@ -103,18 +103,16 @@ def test_decode_loop(benchmark, backend, B, S, fmt):
         mx.eval(k, v)
     steps = itertools.count()
 
-    def first(cache, keys):
-        return tuple(x[:, :, :keys] for x in cache) if isinstance(cache, tuple) else cache[:, :, :keys]
-
     def ours(x, keys):
+        kv = bench.first_keys(k, keys), bench.first_keys(v, keys)
         if quantized:
-            return fa.quantized_decode_attention(x, first(k, keys), first(v, keys), scale=case["scale"], bits=bits,
-                                                 group_size=LOOP_GROUP_SIZE, backend=backend)
-        return fa.decode_attention(x, first(k, keys), first(v, keys), scale=case["scale"], backend=backend)
+            return fa.quantized_decode_attention(x, *kv, scale=case["scale"], bits=bits, group_size=LOOP_GROUP_SIZE,
+                                                 backend=backend)
+        return fa.decode_attention(x, *kv, scale=case["scale"], backend=backend)
 
     def sdpa(x, keys):
-        return mx.fast.scaled_dot_product_attention(x, first(case["k"], keys), first(case["v"], keys),
-                                                    scale=case["scale"])
+        return mx.fast.scaled_dot_product_attention(x, bench.first_keys(case["k"], keys),
+                                                    bench.first_keys(case["v"], keys), scale=case["scale"])
 
     def loop(step):
         def rounds():
