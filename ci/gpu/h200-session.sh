@@ -6,6 +6,8 @@
 #   ci/gpu/h200-session.sh sanitize   compute-sanitizer memcheck and racecheck over the parity
 #                                     grids A, Q and B, the pinned quantized layouts and the
 #                                     schedule tests of plain K/V on decode_mma.metal
+#                                     (SANITIZER_SETS, SANITIZER_TOOLS pick; SANITIZER_PARALLEL=1
+#                                     runs them side by side)
 #   ci/gpu/h200-session.sh profile    the schedule sweep, Nsight Compute counters of each decode
 #                                     kernel and MLX's at two shapes, per-call overhead, the layer axis
 #   ci/gpu/h200-session.sh perf       H200 perf baselines (tests/perf), the benchmark table and plot
@@ -77,15 +79,26 @@ case "${1:-}" in
     # cuBLAS kernels (nvjet_*) drew racecheck reports of their own (docs/h200/mma/). Narrowing
     # racecheck with --kernel-name or --kernel-name-exclude made the sanitizer fail with an
     # internal error on the H200 (docs/h200/scatter/). Look for fa_ in the log.
-    # SANITIZER_SETS picks the test sets (default: all four).
-    sets=" ${SANITIZER_SETS:-grid grid_b layouts split_mma} "
+    # SANITIZER_SETS picks the test sets (default: all four). SANITIZER_PARALLEL=1 runs every
+    # (tool, set) at once, each its own process: memcheck and racecheck over grid_b and split_mma
+    # took 3 min 35 s side by side (docs/h200/tip-f77cc62/), split_mma's memcheck alone 123 s (08:19).
+    sanitize_set() {  # sanitize_set TOOL SET (sanitized reads $tool)
+      local tool=$1
+      case $2 in
+        grid) FUSEDATTEND_PEERS_ON_CPU=1 sanitized "$tool" "${SANITIZER_S:-200}" "${grid[@]}" ;;
+        grid_b) FUSEDATTEND_PEERS_ON_CPU=1 sanitized "$tool-grid-b" "${SANITIZER_B_S:-150}" "${grid_b[@]}" ;;
+        layouts) HYPOTHESIS_PROFILE=pinned sanitized "$tool-layouts" "${SANITIZER_PINNED_S:-150}" "${pinned_layouts[@]}" ;;
+        # memcheck over split_mma: 123 s alone (08:19), past 120 s beside the suites (08:07).
+        split_mma) FUSEDATTEND_PEERS_ON_CPU=1 sanitized "$tool-split-mma" "${SANITIZER_MMA_S:-200}" "${split_mma[@]}" ;;
+        *) echo "unknown sanitizer set: $2 (grid, grid_b, layouts, split_mma)" >&2; return 2 ;;
+      esac
+    }
     for tool in ${SANITIZER_TOOLS:-memcheck racecheck}; do
-      [[ $sets == *" grid "* ]] && FUSEDATTEND_PEERS_ON_CPU=1 sanitized "$tool" "${SANITIZER_S:-200}" "${grid[@]}"
-      [[ $sets == *" grid_b "* ]] && FUSEDATTEND_PEERS_ON_CPU=1 sanitized "$tool-grid-b" "${SANITIZER_B_S:-150}" "${grid_b[@]}"
-      [[ $sets == *" layouts "* ]] && HYPOTHESIS_PROFILE=pinned sanitized "$tool-layouts" "${SANITIZER_PINNED_S:-150}" "${pinned_layouts[@]}"
-      # memcheck over split_mma: 123 s alone (08:19), past 120 s beside the suites (08:07).
-      [[ $sets == *" split_mma "* ]] && FUSEDATTEND_PEERS_ON_CPU=1 sanitized "$tool-split-mma" "${SANITIZER_MMA_S:-200}" "${split_mma[@]}"
-    done ;;
+      for set in ${SANITIZER_SETS:-grid grid_b layouts split_mma}; do
+        if [[ ${SANITIZER_PARALLEL:-0} == 1 ]]; then sanitize_set "$tool" "$set" & else sanitize_set "$tool" "$set"; fi
+      done
+    done
+    wait ;;
   profile)
     timeout "${SWEEP_S:-150}" python3 ci/gpu/schedule_sweep.py ${SWEEP_VARIANTS:-'{}'} > "$OUT/sweep.log" 2>&1; cat "$OUT/sweep.log"
     metrics=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size
