@@ -363,14 +363,15 @@ def test_emulated_quantized_climbing_scores(single_pass_max_s, layout):
         check_parity(climbing_case(), "cuda")
 
 
-@pytest.mark.parametrize("simdgroups", [1, 2, 4])
+@pytest.mark.parametrize("simdgroups", [1, 2, 4, 8])
 @pinned(MMA_CASES[:2] + PLAIN_MMA_CASES[:2])
 @settings(phases=[Phase.explicit])
 @given(case=short_cases())
 def test_emulated_matrices_with_other_simdgroups(simdgroups, case):
-    """The matrix kernel's split threadgroups with 1, 2 (the 4-bit default) and 4 simdgroups (the
-    plain default), quantized and plain, NVIDIA's layout: fewer simdgroups take more tiles each
-    and merge fewer states through threadgroup memory."""
+    """The matrix kernel's split threadgroups with 1, 2 (the 4-bit default), 4 (the plain default)
+    and 8 simdgroups (the most 233 registers a lane allow an SM), quantized and plain, NVIDIA's
+    layout: fewer simdgroups take more tiles each and merge fewer states through threadgroup
+    memory; 8 is the candidate for shorter chains a warp at B = 1 (docs/h200/tip-f77cc62/)."""
     with emulated_gpu("nvidia"), gpu_constants(QUANTIZED_MMA_SIMDGROUPS=simdgroups, PLAIN_MMA_SIMDGROUPS=simdgroups,
                                                SINGLE_PASS_MAX_S=0, PLAIN_MMA_MIN_BLOCK=0):
         check_parity(case, "cuda")
