@@ -90,9 +90,11 @@ case "${1:-}" in
         layouts) HYPOTHESIS_PROFILE=pinned sanitized "$tool-layouts" "${SANITIZER_PINNED_S:-150}" "${pinned_layouts[@]}" ;;
         # memcheck over split_mma: 123 s alone (08:19), past 120 s beside the suites (08:07).
         split_mma) FUSEDATTEND_PEERS_ON_CPU=1 sanitized "$tool-split-mma" "${SANITIZER_MMA_S:-200}" "${split_mma[@]}" ;;
-        *) echo "unknown sanitizer set: $2 (grid, grid_b, layouts, split_mma)" >&2; return 2 ;;
       esac
     }
+    for set in ${SANITIZER_SETS:-}; do
+      [[ " grid grid_b layouts split_mma " == *" $set "* ]] || { echo "unknown sanitizer set: $set (grid, grid_b, layouts, split_mma)" >&2; exit 2; }
+    done
     for tool in ${SANITIZER_TOOLS:-memcheck racecheck}; do
       for set in ${SANITIZER_SETS:-grid grid_b layouts split_mma}; do
         if [[ ${SANITIZER_PARALLEL:-0} == 1 ]]; then sanitize_set "$tool" "$set" & else sanitize_set "$tool" "$set"; fi
