@@ -685,6 +685,18 @@ def clear_caches():
     backends.forget_replays()
 
 
+def set_constants(values: dict) -> dict:
+    """Set schedule constants of this module by name (tests, sweeps; an unknown name is an
+    AttributeError) and forget what was made with the old ones. Returns the old values."""
+    for name in values:
+        if name not in globals():
+            raise AttributeError(f"fusedattend.gpu has no constant {name!r}")
+    old = {name: globals()[name] for name in values}
+    globals().update(values)
+    clear_caches()
+    return old
+
+
 def _attend(problem: Problem, quantized: bool) -> mx.array:
     launch = launcher(problem, quantized)
     if launch is None:

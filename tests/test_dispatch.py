@@ -37,3 +37,24 @@ def test_single_pass_env_var_must_be_a_number_of_keys():
     proc = subprocess.run([sys.executable, "-c", "import fusedattend.gpu"], env=env, capture_output=True, text=True)
     assert proc.returncode != 0
     assert "ValueError: FUSEDATTEND_SINGLE_PASS_MAX_S must be a number of keys" in proc.stderr
+
+
+def test_set_constants_returns_the_old_values_and_forgets_schedules(monkeypatch):
+    """gpu.set_constants: the tests' and sweeps' way to try other schedule constants."""
+    from fusedattend import gpu
+    from fusedattend._problem import plain_problem
+
+    monkeypatch.setattr(gpu, "on_metal", lambda: False)
+    q, k = mx.zeros((1, 8, 1, 64)), mx.zeros((1, 2, 4096, 64))
+    gpu.decode_launch(plain_problem(q, k, k, None, None, None), quantized=False)
+    assert gpu._schedule.cache_info().currsize > 0
+    before = gpu.TARGET_BLOCKS
+    old = gpu.set_constants({"TARGET_BLOCKS": before * 2})
+    try:
+        assert old == {"TARGET_BLOCKS": before} and gpu.TARGET_BLOCKS == before * 2
+        assert gpu._schedule.cache_info().currsize == 0
+    finally:
+        gpu.set_constants(old)
+    assert gpu.TARGET_BLOCKS == before
+    with pytest.raises(AttributeError, match="TARGET_BLOKS"):
+        gpu.set_constants({"TARGET_BLOKS": 1})

@@ -78,9 +78,7 @@ def main():
     from fusedattend import gpu
 
     constants = json.loads(args.set)
-    for name, value in constants.items():
-        setattr(gpu, name, value)
-    gpu.clear_caches()
+    gpu.set_constants(constants)
     call = in_turn(cold_cases(args.B, args.S, args.fmt, args.cold_mb << 20), ["cuda"], args.chain)[args.impl]
     for _ in range(3):
         mx.eval([call() for _ in range(args.inner)])

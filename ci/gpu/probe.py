@@ -22,8 +22,7 @@ from schedule_sweep import decode_inputs  # noqa: E402
 
 def main():
     B, S = (int(x) for x in sys.argv[1:3])
-    for name, value in json.loads(os.environ.get("PROBE_SET", "{}")).items():
-        setattr(gpu, name, value)
+    gpu.set_constants(json.loads(os.environ.get("PROBE_SET", "{}")))
     q, k, v = decode_inputs(B, S)
     kq, vq = fa.quantize_kv(k), fa.quantize_kv(v)
     mx.eval(q, k, v, kq, vq)

@@ -40,9 +40,7 @@ def main():
     p.add_argument("--sass", metavar="FILE", help="also write the whole SASS listing there")
     args = p.parse_args()
     gpu.on_metal = lambda: False
-    for item in args.set:
-        name, value = item.split("=")
-        setattr(gpu, name, int(value))
+    gpu.set_constants({name: int(value) for name, value in (item.split("=") for item in args.set)})
     q = mx.zeros((1, 32, 1, args.D), dtype=getattr(mx, args.dtype))
     k = mx.zeros((1, args.H_kv, args.S, args.D), dtype=q.dtype)
     if args.quantized:

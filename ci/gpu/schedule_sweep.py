@@ -129,10 +129,8 @@ def main():
     kernel_dir, kernel = gpu.kernel_dir, gpu._kernel
 
     def use(var):
-        for name, value in {**defaults, **var}.items():
-            if name != "METAL":
-                setattr(gpu, name, value)
-        gpu.clear_caches()  # schedules and replayed launchers are cached per problem shape
+        # schedules and replayed launchers are cached per problem shape: set_constants forgets them
+        gpu.set_constants({name: value for name, value in {**defaults, **var}.items() if name != "METAL"})
         # Other sources: read from that folder, under names of their own (MLX caches a compiled
         # kernel by name).
         metal = var.get("METAL")
