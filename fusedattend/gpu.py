@@ -217,8 +217,11 @@ def quantized_stages(single_pass, short, D, bits, group_size, scales_dtype) -> i
 # (`ci/gpu/kernel_gaps.py B S --fmt bfloat16 --chain [--set '{"PLAIN_PREFETCH_TILES": 0}']`,
 # docs/h200/plain-prefetch/, 2026-12-01), none / 4 tiles ahead: B = 1, S = 2048: 23.2-23.6 /
 # 20.9-21.0 µs; S = 8192: 32.8-33.3 / 29.0-29.2; S = 32768: 56.8-57.4 / 57.6-58.0; B = 8, S = 2048:
-# 39.8-39.9 / 37.9-38.5. Those grids have 16-128 threadgroups; larger ones and one-block launches
-# were not measured with it and take none.
+# 39.8-39.9 / 37.9-38.5. Those grids have 16-128 threadgroups. On 256 the hint cost 25-36%
+# (docs/h200/tip-f77cc62/, none / 4 ahead: B = 2, S = 32768: 81.1-81.6 / 110.5-110.6; B = 16,
+# S = 2048: 50.9-51.5 / 63.4-65.1), hence the limit; one-block launches were not measured with it
+# and take none. 1-3 tiles ahead read within a sample's noise of 4 there, but for B = 1,
+# S = 32768 (55.1-55.7 against 56.6-57.2).
 PLAIN_PREFETCH_TILES = 4
 PLAIN_PREFETCH_MAX_THREADGROUPS = 128
 # The plain matrix kernel keeps ptxas' choice (229 registers, 8 warps an SM): 3 an SM (12 warps,
