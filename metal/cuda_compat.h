@@ -108,20 +108,22 @@ METAL_FUNC bool fa_packed_rows(const T* row, int64_t key_step, int64_t step) {
   constexpr int ALIGN = sizeof(fa_chunk_word<T, E>);
   return step == 1 && reinterpret_cast<uintptr_t>(row) % ALIGN == 0 && (key_step * sizeof(T)) % ALIGN == 0;
 }
-template <int E, typename T>
+template <int E, int PIECE = E, int GAP = PIECE, typename T>  // (pieces: decode_attention.h's)
 METAL_FUNC void fa_load_chunk(const T* p, int64_t step, bool packed, fa_chunk<T, E>& out) {
-  using Word = fa_chunk_word<T, E>;
-  constexpr int PER_WORD = fa_chunk<T, E>::PER_WORD;
+  using Word = fa_chunk_word<T, PIECE>;
+  constexpr int PER_WORD = fa_chunk<T, E>::PER_WORD, WORD_ELEMENTS = sizeof(Word) / sizeof(T);
   if (packed) {
-    for (int i = 0; i < E * sizeof(T) / sizeof(Word); ++i) {
-      const Word x = reinterpret_cast<const Word*>(p)[i];
+    for (int i = 0; i < E / WORD_ELEMENTS; ++i) {
+      const int e = i * WORD_ELEMENTS;
+      const Word x = *reinterpret_cast<const Word*>(p + e / PIECE * GAP + e % PIECE);
       memcpy(reinterpret_cast<char*>(out.w) + i * sizeof(Word), &x, sizeof(Word));
     }
   } else {
     for (int i = 0; i < (E + PER_WORD - 1) / PER_WORD; ++i) {
       out.w[i] = 0;
       for (int h = 0; h < PER_WORD && i * PER_WORD + h < E; ++h) {
-        out.w[i] |= uint32_t(as_type<fa_bits<T>>(p[(i * PER_WORD + h) * step])) << (32 / PER_WORD * h);
+        const int e = i * PER_WORD + h;
+        out.w[i] |= uint32_t(as_type<fa_bits<T>>(p[(e / PIECE * GAP + e % PIECE) * step])) << (32 / PER_WORD * h);
       }
     }
   }

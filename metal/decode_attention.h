@@ -30,7 +30,9 @@ struct fa_log2<1> {
 // float. Holding the narrow form keeps U keys in flight within the register budget.
 // fa_load_chunk fills one: `packed` says the elements are contiguous (and, where the platform
 // loads them as one vector, aligned for it) in every row; otherwise they are `step` apart.
-// fa_packed_rows tells which, once per kernel, for rows `key_step` elements apart.
+// fa_packed_rows tells which, once per kernel, for rows `key_step` elements apart. A chunk may
+// come in pieces of PIECE elements GAP elements apart (fa_run_dim): element e is the row's
+// element e / PIECE * GAP + e % PIECE.
 #ifndef FA_HAVE_CHUNK
 template <typename T, int E>
 struct fa_chunk {
@@ -43,10 +45,11 @@ template <int E, typename Ptr>
 METAL_FUNC bool fa_packed_rows(Ptr row, int64_t key_step, int64_t step) {
   return step == 1;
 }
-template <int E, typename Ptr, typename T>
+template <int E, int PIECE = E, int GAP = PIECE, typename Ptr, typename T>
 METAL_FUNC void fa_load_chunk(Ptr p, int64_t step, bool packed, thread fa_chunk<T, E>& out) {
   for (int e = 0; e < E; ++e) {
-    out.x[e] = p[packed ? e : e * step];
+    const int at = e / PIECE * GAP + e % PIECE;
+    out.x[e] = p[packed ? at : at * step];
   }
 }
 // Elements 2r and 2r + 1 of a chunk of 16-bit T as one 32-bit word (low half first): a word of a
@@ -410,6 +413,24 @@ METAL_FUNC int fa_qmma_score_dim16(int i, int k) {
          pair % PAIRS_PER_WORD + k % 2 * PAIRS_PER_WORD;
 }
 
+// Plain K/V in decode_mma.metal: where a lane's run of RUN = D / RUNS dims lies in the row. Not
+// in one stretch: in pieces of a 16-byte vector's elements (fewer if RUN is shorter), RUNS pieces
+// apart, so that one vector load by the RUNS lanes of a key reads one stretch of its row (whole
+// sectors) instead of RUNS pieces a run apart, each load using half of every sector it touched
+// (H200, B = 1: 28 sectors a request, twice the sectors the row holds, L1 hit rate 48%). `d`:
+// the dim as fa_qmma_score_dim16 / fa_qmma_out_dim lay runs out (run d / RUN, position d % RUN);
+// a bijection of D, applied alike to Q, K and the output. Quantized K/V (PIECED false) keep it.
+template <int RUN>
+struct fa_piece {  // 16-bit elements of the widest whole vector load of a run
+  static constexpr int value = RUN % 8 == 0 ? 8 : RUN % 4 == 0 ? 4 : RUN % 2 == 0 ? 2 : 1;
+};
+template <int RUNS, int RUN, bool PIECED>
+METAL_FUNC int fa_run_dim(int d) {
+  constexpr int PIECE = fa_piece<RUN>::value;
+  const int run = d / RUN, at = d % RUN;
+  return PIECED ? (at / PIECE * RUNS + run) * PIECE + at % PIECE : d;
+}
+
 // An input's shape or strides by the axes of the 5-D form (layer, request, head, key, element):
 // the caller's arrays reach the kernels as passed, 4-D without the layer axis unless LAYERED. A
 // 4-D array's axis a - 1 is axis a here, and its absent layer axis has stride 0 (one layer), read
@@ -622,19 +643,20 @@ template <typename T, int D, typename Ptr, typename Strides>
 METAL_FUNC void fa_pmma_load_tile(thread fa_pmma_tile<T, D>& t, bool narrow, bool packed, int first, int last,
                                   int lane, Ptr k_row, Strides k_strides, Ptr v_row, Strides v_strides) {
   constexpr int HALF_KEYS = 8;
+  constexpr int K_PIECE = fa_piece<D / 4>::value, V_PIECE = fa_piece<D / 8>::value;  // fa_run_dim's pieces
   const int k_run = fa_frag16_k_run(lane);
   const int64_t k_step = fa_element_step(narrow, k_strides);
   const int64_t v_step = fa_element_step(narrow, v_strides);
   #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row_key = metal::min(first + h * HALF_KEYS + fa_frag_row(lane), last);
-    fa_load_chunk<D / 4>(k_row + fa_key_offset(narrow, k_strides, row_key) + k_run * (D / 4) * k_step, k_step,
-                         packed, t.k[h]);
+    fa_load_chunk<D / 4, K_PIECE, 4 * K_PIECE>(k_row + fa_key_offset(narrow, k_strides, row_key) +
+                                                   k_run * K_PIECE * k_step, k_step, packed, t.k[h]);
     #pragma unroll
     for (int j = 0; j < 2; ++j) {
       const int col_key = metal::min(first + fa_frag16_k_a(lane, 2 * h + j), last);
-      fa_load_chunk<D / 8>(v_row + fa_key_offset(narrow, v_strides, col_key) + fa_frag_row(lane) * (D / 8) * v_step,
-                           v_step, packed, t.v[h][j]);
+      fa_load_chunk<D / 8, V_PIECE, 8 * V_PIECE>(v_row + fa_key_offset(narrow, v_strides, col_key) +
+                                                     fa_frag_row(lane) * V_PIECE * v_step, v_step, packed, t.v[h][j]);
     }
   }
 }

@@ -156,7 +156,7 @@ if (SCORES16) {
     const auto q_row = FA_Q_ROW(r);
     #pragma unroll
     for (int i = 0; i < TILES16; ++i) {
-      const int d = fa_qmma_score_dim16<GS, BITS>(i, fa_frag16_k_b(lane, e));
+      const int d = fa_run_dim<4, GS / 4, !FA_QUANTIZED>(fa_qmma_score_dim16<GS, BITS>(i, fa_frag16_k_b(lane, e)));
       const uint32_t bits = live ? as_type<ushort>(q_row[d * q_strides5[4]]) : 0u;
       q16[i].w[e / 2] = e % 2 == 0 ? bits : q16[i].w[e / 2] | bits << 16;
     }
@@ -631,7 +631,7 @@ for (int j = 0; j < 2; ++j) {
   const int r = fa_frag_col_acc(lane, j);
   #pragma unroll
   for (int i = 0; i < TILES; ++i) {
-    const int d = fa_qmma_out_dim<GS>(i, fa_frag_row(lane));
+    const int d = fa_run_dim<8, GS / 8, !FA_QUANTIZED>(fa_qmma_out_dim<GS>(i, fa_frag_row(lane)));
 #if FA_QUANTIZED
     tg_acc[(sg * ROWS + r) * D + d] = out_frag[i].e[j] + bias_sum[i / TILES_PER_GROUP][j];
 #else
