@@ -27,9 +27,11 @@
 // are T pairs as loaded (a run of D / 4 dims of its row's key, 16-bit scores always); its V
 // elements, a run of D / 8 dims of each of 2 pairs of consecutive keys, become words of V^T in T
 // that pair two keys of one dim (fa_chunks_word: one byte permute on NVIDIA), against the weights
-// of the whole 16-key tile as a float operand (fa_mma2_16_any_b); no scales or bias terms. A
-// weight of 0 times a NaN in V would still be NaN in a product, so the V elements of keys that no
-// row of the tile sees are zeroed (a tile of the block's end, masks, key ranges).
+// of the whole 16-key tile as a float operand (fa_mma2_16_any_b); no scales or bias terms. A run
+// lies in the row in 16-byte pieces, a piece of each run in turn (fa_run_dim), so that the lanes
+// of a key read one stretch of it with each vector load. A weight of 0 times a NaN in V would
+// still be NaN in a product, so the V elements of keys that no row of the tile sees are zeroed (a
+// tile of the block's end, masks, key ranges).
 // Body of mx.fast.metal_kernel / mx.fast.cuda_kernel. Compile-time: T (f16 or bf16 queries), D
 // (<= 128; quantized: a multiple of GS; plain: of 32), NSG, MASK, MT, OFFSETS32 (32-bit offsets
 // where the strides allow), LAYERED (as decode_attention.metal's); quantized K/V: GS (group
