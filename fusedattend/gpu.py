@@ -35,7 +35,9 @@ SIMDGROUPS = 4
 # 201 / 354 / 773 with 4, B = 8 3-9% faster, B = 1 within the noise (geometric mean over B = 1,
 # 8, 32 x S = 2048, 8192, 32768: 183.5 against 194.4); 1 was slower at B = 1 (170 against 148 at
 # S = 32768). Plain K/V (which take the matrix kernel from PLAIN_LONG_BLOCKS_FROM_S on) keep 4:
-# with 2 and 1, B = 1, S = 32768 took 125 and 145 µs against 115, B = 8 and 32 within 2%.
+# with 2 and 1, B = 1, S = 32768 took 125 and 145 µs against 115, B = 8 and 32 within 2%; with 8
+# (2026-12-01, docs/h200/plain-pieces/, chained) 1.03-1.20x slower at S >= 8192 and at B = 32, and
+# within the samples' spread at B = 1 and 8, S = 2048: a small grid waits on its SMs' loads.
 QUANTIZED_MMA_SIMDGROUPS = 2
 PLAIN_MMA_SIMDGROUPS = 4
 # A single-pass threadgroup streams all S keys of its rows alone: more simdgroups keep more keys
