@@ -371,7 +371,8 @@ def test_emulated_matrices_with_other_simdgroups(simdgroups, case):
     """The matrix kernel's split threadgroups with 1, 2 (the 4-bit default), 4 (the plain default)
     and 8 simdgroups (the most 233 registers a lane allow an SM), quantized and plain, NVIDIA's
     layout: fewer simdgroups take more tiles each and merge fewer states through threadgroup
-    memory; 8 is the candidate for shorter chains a warp at B = 1 (docs/h200/tip-f77cc62/)."""
+    memory; 8 was timed on the H200 and was no faster (docs/h200/plain-pieces/), so it stays a
+    checked alternative, not a default."""
     with emulated_gpu("nvidia"), gpu_constants(QUANTIZED_MMA_SIMDGROUPS=simdgroups, PLAIN_MMA_SIMDGROUPS=simdgroups,
                                                SINGLE_PASS_MAX_S=0, PLAIN_MMA_MIN_BLOCK=0):
         check_parity(case, "cuda")
