@@ -48,22 +48,32 @@ def span(xs):
     return f"{min(xs):.2f}–{max(xs):.2f}x"
 
 
+def big_shape_gbps(run, backend="cuda"):
+    """(bf16, q4) GB/s of ours at the bandwidth targets' shape BIG."""
+    gbps = {(r["format"], r["B"], r["S"]): r["gbps"] for r in run["results"] if r["impl"] == backend}
+    if ("bfloat16", *BIG) not in gbps or ("q4", *BIG) not in gbps:
+        raise ValueError(f"run: the bandwidth targets need B = {BIG[0]}, S = {BIG[1]}")
+    return gbps[("bfloat16", *BIG)], gbps[("q4", *BIG)]
+
+
+def near_torch(vs_torch):
+    """Shapes where ours is at most 10% slower than torch's SDPA."""
+    return sum(1 for x in vs_torch if x >= 1 / 1.1)
+
+
 def targets(run, backend="cuda"):
     """[(target, measured, met)]: met is None where the run lacks the peer it needs."""
     rows = shape_rows(run, backend)
-    gbps = {(r["format"], r["B"], r["S"]): r["gbps"] for r in run["results"] if r["impl"] == backend}
     bandwidth = run["meta"]["memory_read_gbps"]
     vs_mlx, vs_torch, q4_vs_lm, q4_vs_mlx = ratio_columns(rows).values()
-    if ("bfloat16", *BIG) not in gbps:
-        raise ValueError(f"run: the bandwidth targets need B = {BIG[0]}, S = {BIG[1]}")
-    bf16_big, q4_big = gbps[("bfloat16", *BIG)], gbps[("q4", *BIG)]
-    near_torch = sum(1 for x in vs_torch if x >= 1 / 1.1)  # ours at most 10% slower
+    bf16_big, q4_big = big_shape_gbps(run, backend)
+    near = near_torch(vs_torch)
     return [
         ("bf16 ≥ 1.3x mx.fast.sdpa (geometric mean), never slower",
          f"{geomean(vs_mlx):.2f}x geometric mean, {span(vs_mlx)}", geomean(vs_mlx) >= 1.3 and min(vs_mlx) >= 1),
         ("bf16 within 10% of torch SDPA at every shape",
-         f"{span(vs_torch)}, within 10% at {near_torch} of {len(vs_torch)} shapes" if vs_torch else "torch not timed",
-         near_torch == len(rows) if vs_torch else None),
+         f"{span(vs_torch)}, within 10% at {near} of {len(vs_torch)} shapes" if vs_torch else "torch not timed",
+         near == len(rows) if vs_torch else None),
         (f"bf16 ≥ 85% of read bandwidth at B = {BIG[0]}, S = {BIG[1]}",
          f"{bf16_big:.0f} of {bandwidth:.0f} GB/s, {100 * bf16_big / bandwidth:.0f}%", bf16_big >= 0.85 * bandwidth),
         ("q4 ≥ 10x mlx_lm", f"{span(q4_vs_lm)}, {geomean(q4_vs_lm):.2f}x geometric mean", min(q4_vs_lm) >= 10),

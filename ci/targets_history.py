@@ -46,17 +46,17 @@ def history_row(run, path="") -> dict:
     """What a run measured of each target (COLUMNS), with its date, kind and path."""
     rows = bench_targets.shape_rows(run)
     ratios = bench_targets.ratio_columns(rows)
-    gbps = {(r["format"], r["B"], r["S"]): r["gbps"] for r in run["results"] if r["impl"] == "cuda"}
+    bf16_gbps, q4_gbps = bench_targets.big_shape_gbps(run)
     bandwidth = run["meta"]["memory_read_gbps"]
     big = next(r for r in rows if (r["B"], r["S"]) == BIG)
     torch = ratios["vs_torch"]
     return dict(
         date=run["meta"].get("date", ""), kind=run_kind(run["meta"]), path=str(path),
         bf16_vs_mlx=geomean(ratios["vs_mlx"]), bf16_vs_mlx_min=min(ratios["vs_mlx"]),
-        torch_near=sum(1 for x in torch if x >= 1 / 1.1) if torch else None,
-        bf16_bandwidth=100 * gbps[("bfloat16", *BIG)] / bandwidth,
+        torch_near=bench_targets.near_torch(torch) if torch else None,
+        bf16_bandwidth=100 * bf16_gbps / bandwidth,
         q4_vs_mlx_lm_big=big["mlx_lm"] / big["q4"], q4_vs_mlx_lm=geomean(ratios["q4_vs_lm"]),
-        q4_vs_mlx_long=min(ratios["q4_vs_mlx"]), q4_roofline=100 * gbps[("q4", *BIG)] / bandwidth)
+        q4_vs_mlx_long=min(ratios["q4_vs_mlx"]), q4_roofline=100 * q4_gbps / bandwidth)
 
 
 def history(paths) -> list:
