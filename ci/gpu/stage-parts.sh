@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # MLX's CUDA build (about 90 MB, staged in .gpu/ by shared/gpu/stage-mlx-cuda.sh) in as many
-# device calls as the 64 MiB a call carries allow beside this working tree (35 MB on 2026-12-01, growing with docs/h200):
+# device calls as the 64 MiB a call carries allow beside this working tree (27 MB on 2026-12-01, growing with docs/h200):
 #   here:       ci/gpu/stage-parts.sh split [.gpu]      -> .gpu/p1, .gpu/p2, ... and the calls to make
 #   device, each part in its own call, in order (carry [".gpu/pN"]):
 #               bash ci/gpu/stage-parts.sh receive .gpu/pN
