@@ -37,7 +37,8 @@ SIMDGROUPS = 4
 # S = 32768). Plain K/V (which take the matrix kernel from PLAIN_LONG_BLOCKS_FROM_S on) keep 4:
 # with 2 and 1, B = 1, S = 32768 took 125 and 145 µs against 115, B = 8 and 32 within 2%; with 8
 # (2026-12-01, docs/h200/plain-pieces/, chained) 1.03-1.20x slower at S >= 8192 and at B = 32, and
-# within the samples' spread at B = 1 and 8, S = 2048: a small grid waits on its SMs' loads.
+# within the samples' spread at B = 1 and 8, S = 2048. (Each simdgroup a threadgroup of its own at
+# small grids, the same tiles on four times the SMs, was 5-19% slower at B = 1: docs/h200/spread/.)
 QUANTIZED_MMA_SIMDGROUPS = 2
 PLAIN_MMA_SIMDGROUPS = 4
 # A single-pass threadgroup streams all S keys of its rows alone: more simdgroups keep more keys
