@@ -224,7 +224,9 @@ def quantized_stages(single_pass, short, D, bits, group_size, scales_dtype) -> i
 # (docs/h200/tip-f77cc62/, none / 4 ahead: B = 2, S = 32768: 81.1-81.6 / 110.5-110.6; B = 16,
 # S = 2048: 50.9-51.5 / 63.4-65.1), hence the limit; one-block launches were not measured with it
 # and take none. 1-3 tiles ahead read within a sample's noise of 4 there, but for B = 1,
-# S = 32768 (55.1-55.7 against 56.6-57.2).
+# S = 32768 (55.1-55.7 against 56.6-57.2). 8 and 16 ahead (docs/h200/prefetch-distance/, decode
+# kernel chained, B = 1): S = 2048 18.0-19.1 against 17.6-17.7 µs, S = 32768 65.5-68.2 against
+# 54.1-56.3.
 PLAIN_PREFETCH_TILES = 4
 PLAIN_PREFETCH_MAX_THREADGROUPS = 128
 # The plain matrix kernel keeps ptxas' choice (229 registers, 8 warps an SM): 3 an SM (12 warps,
