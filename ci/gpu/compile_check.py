@@ -3,10 +3,11 @@
     python3 ci/gpu/compile_check.py     # prints one line a case: ok (bit-identical to the call
                                         # outside compile) or the exception it raised
 
-Cases: plain bf16 and 4-bit K/V, no mask, "causal", a boolean mask array and key_ranges, one
-block (S = 300) and split (S = 4097). The package's argument checks that read an array's values
-(mask arrays, key_ranges) cannot run on compile's placeholders: those are expected to raise
-MLX's "Attempting to eval an array during function transformations" ValueError, not to crash.
+Cases: plain bf16 and 4-bit K/V, no mask, "causal", a boolean mask array and key_ranges captured
+by the compiled function, one block (S = 300) and split (S = 4097), at D = 128 (the issue's).
+tests/test_compile.py holds the same kinds of cases as tests (smaller, every backend), and also
+arrays passed into the compiled function: key_ranges passed in raise MLX's "Attempting to eval
+an array during function transformations" ValueError, as their checks read the values.
 """
 import mlx.core as mx
 
