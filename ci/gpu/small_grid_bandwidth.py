@@ -94,17 +94,25 @@ out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
 """
 
 
-def probe(form, depth):
+def probe_source(form, depth):
+    """(body, dynamic shared memory bytes) of a probe: `loads`/`ldcg` with `depth` register tiles in
+    flight a warp, or `cp.async` with `depth` tiles of threadgroup memory a warp."""
     if form in ("loads", "ldcg"):
         body = LOADS if form == "loads" else LOADS.replace("= d[", "= __ldcg(d + ").replace(" + lane];", " + lane);")
         body = body.replace("F]", f"{depth}]").replace("< F", f"< {depth}").replace("+= F", f"+= {depth}")
         body = body.replace("+ F <", f"+ {depth} <").replace("+ F)", f"+ {depth})")
         shared = 0
-    else:
+    elif form == "cp.async":
         body = COPIES.replace("N)", f"{depth})").replace("N -", f"{depth} -").replace("< N", f"< {depth}")
         body = body.replace("* N *", f"* {depth} *").replace("% N", f"% {depth}")
         shared = WARPS * depth * TILE_BYTES
-    body = body.replace("PIECES", str(PIECES))
+    else:
+        raise ValueError(f"form must be loads, ldcg or cp.async, got {form!r}")
+    return body.replace("PIECES", str(PIECES)), shared
+
+
+def probe(form, depth):
+    body, shared = probe_source(form, depth)
     name = f"small_grid_{form.replace('.', '_')}_{depth}"
     return mx.fast.cuda_kernel(name=name, input_names=["data"], output_names=["out"], source=body,
                                ensure_row_contiguous=False, shared_memory=shared)
