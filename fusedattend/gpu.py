@@ -417,15 +417,30 @@ def _placeholder(dtype):
 MASK_KINDS = {"none": 0, "causal": 1, "bool": 2, "additive": 3}
 
 
+# MLX's CUDA allocator keeps arrays of at most 8 bytes in a small pool of managed memory advised
+# read-mostly (mlx/backend/cuda/allocator.cpp), and a kernel's warps waited for a read of one
+# there: with the softmax scale and 1.0 (8 bytes) in that pool the bf16 decode kernel took 17.78 /
+# 52.90 / 35.38 µs at B = 1, S = 2048 / B = 1, S = 32768 / B = 8, S = 2048, padded to 16 bytes
+# 15.04 / 44.08 / 25.30, the same bits (H200, docs/h200/scalar-pool/, 2026-12-01). So the
+# constant inputs the kernels read are made at least this long; the padding is never read.
+CONSTANT_INPUT_MIN_BYTES = 16
+
+
+def _padded(values, itemsize):
+    return values + (0,) * max(0, CONSTANT_INPUT_MIN_BYTES // itemsize - len(values))
+
+
 @functools.lru_cache(maxsize=256)
 def _int32s(*values):
-    """A small constant input, made once per distinct value (building one costs host time)."""
-    return mx.array(values, dtype=mx.int32)
+    """A small constant input, made once per distinct value (building one costs host time), of
+    at least CONSTANT_INPUT_MIN_BYTES."""
+    return mx.array(_padded(values, 4), dtype=mx.int32)
 
 
 @functools.lru_cache(maxsize=256)
 def _float32s(*values):
-    return mx.array(values, dtype=mx.float32)
+    """_int32s' float32 counterpart."""
+    return mx.array(_padded(values, 4), dtype=mx.float32)
 
 
 def _uses_mma(quantized, dtype, D, single_pass, block) -> bool:

@@ -1,0 +1,75 @@
+"""Does an 8-byte kernel input cost our decode kernel time? MLX's CUDA allocator puts arrays of at
+most 8 bytes in a small pool of managed memory advised read-mostly (mlx/backend/cuda/allocator.cpp),
+and our kernels' `scalars` input (softmax scale, 1.0: two float32) is 8 bytes. A host write into
+that pool (any small array made from Python, as a decode loop's step counter) invalidates the
+GPU's read-only copies of its pages, so the next kernel that reads one may fault.
+
+    python3 ci/gpu/scalar_pool.py [B S]   # default 1 2048; prints the decode kernel's median µs
+
+For each way of passing `scalars` (8 bytes as shipped; padded to 16, out of the pool) and each
+kind of step (the call alone; the call, then a small array made from Python), runs 40 evaluated
+steps under torch.profiler and reads the decode kernel's duration from the CUPTI trace.
+"""
+import json
+import os
+import statistics
+import sys
+import tempfile
+
+import mlx.core as mx
+
+import fusedattend as fa
+from fusedattend import gpu
+
+sys.path.insert(0, os.path.dirname(__file__))
+from kernel_gaps import trace_events  # noqa: E402
+
+
+def main():
+    from torch.profiler import ProfilerActivity, profile
+
+    B, S = (int(x) for x in sys.argv[1:3]) if len(sys.argv) > 2 else (1, 2048)
+    q = mx.random.normal((B, 32, 1, 128)).astype(mx.bfloat16)
+    k = mx.random.normal((B, 8, S, 128)).astype(mx.bfloat16)
+    v = mx.random.normal((B, 8, S, 128)).astype(mx.bfloat16)
+    mx.eval(q, k, v)
+    shipped = gpu._float32s
+    rows = []
+    for padded in (False, True):
+        gpu._float32s = (lambda *xs: shipped(*xs, 0.0, 0.0)) if padded else shipped
+        gpu.clear_caches()
+        outs = {}
+        for host_scalar in (False, True):
+            def step(i):
+                out = fa.decode_attention(q, k, v, backend="cuda")
+                mx.eval(out)
+                if host_scalar:
+                    mx.eval(mx.array(float(i)))  # 4 bytes: the small pool, written by the host
+                return out
+            for i in range(5):
+                step(i)
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for i in range(40):
+                    outs[host_scalar] = step(i)
+            with tempfile.TemporaryDirectory() as tmp:
+                prof.export_chrome_trace(os.path.join(tmp, "trace.json"))
+                _, kernels = trace_events(os.path.join(tmp, "trace.json"))
+            decode = [dur for name, _, dur in kernels if "fa_decode" in name]
+            row = dict(B=B, S=S, scalars_bytes=16 if padded else 8, host_scalar_each_step=host_scalar,
+                       decode_us_median=round(statistics.median(decode), 2), decode_us_max=round(max(decode), 2),
+                       kernels=len(decode))
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        if not padded:
+            reference = outs
+        else:
+            same = all(mx.array_equal(outs[h], reference[h]).item() for h in outs)
+            print(json.dumps(dict(outputs_bit_identical=same)), flush=True)
+    gpu._float32s = shipped
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], f"scalar_pool_{B}_{S}.json"), "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

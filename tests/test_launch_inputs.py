@@ -1,0 +1,32 @@
+"""The GPU launches' constant inputs: long enough to stay out of MLX's small read-mostly pool."""
+
+import mlx.core as mx
+
+import fusedattend as fa
+from fusedattend import gpu
+from fusedattend._problem import plain_problem, quantized_problem
+
+
+def test_constant_inputs_leave_mlx_small_pool(monkeypatch):
+    """dims and scalars are longer than 8 bytes: MLX's CUDA allocator keeps arrays of at most 8
+    bytes in a managed pool advised read-mostly, and with the softmax scale and 1.0 there (8 bytes)
+    the bf16 decode kernel took 15-28% longer on the H200 (docs/h200/scalar-pool/). The values
+    the kernels read come first, the padding after them."""
+    monkeypatch.setattr(gpu, "on_metal", lambda: False)
+    q = mx.zeros((1, 8, 1, 64)).astype(mx.bfloat16)
+    k = mx.zeros((1, 2, 4096, 64)).astype(mx.bfloat16)
+    kq = fa.quantize_kv(k, bits=4, group_size=64)
+    problems = [
+        (plain_problem(q, k, k, None, None, None), False),  # split
+        (plain_problem(q, k[:, :, :100], k[:, :, :100], 0.5, None, None), False),  # one block
+        (quantized_problem(q, kq, kq, None, None, None, 4, 64), True),
+    ]
+    for problem, quantized in problems:
+        launch = gpu.decode_launch(problem, quantized)
+        inputs = dict(zip(launch["input_names"], launch["call"]["inputs"]))
+        for name in ("dims", "scalars"):
+            assert inputs[name].nbytes >= gpu.CONSTANT_INPUT_MIN_BYTES > 8, name
+        assert inputs["scalars"][:2].tolist() == [problem.scale, 1.0]
+        L, G, block, has_ranges, group_size = inputs["dims"][:5].tolist()
+        assert (L, G, has_ranges, group_size) == (1, 4, 0, 64 if quantized else 0)
+        assert block == (100 if problem.shape[5] == 100 else gpu.block_keys(4096, not quantized))
