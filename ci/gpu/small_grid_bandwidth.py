@@ -14,6 +14,9 @@ L2), every lane 16 pieces of 16 bytes a tile, folded into one word. Forms:
 - `ldcg F`: the same loads cached in L2 only (`__ldcg`, ld.global.cg), as cp.async's 16-byte copies are;
 - `cp.async N`: copies into threadgroup memory, N tiles in flight a warp (8 N KB of it a warp).
 Each kernel's own duration is read from a CUPTI trace (torch.profiler), median of 20 calls.
+It replaces ci/gpu/copy_bandwidth.py (2026-12-01 02:30, whole-GPU grids of 2 warps: 4.3-4.4 TB/s
+by either form); `SMALL_GRID_WARPS=2 --grids 264,528,792,1056 --mb 4096` would ask its question
+again (not run so: one call a probe over the whole buffer).
 """
 import argparse
 import json
