@@ -36,6 +36,22 @@ def test_trace_events_keeps_samples_and_kernels_only(tmp_path):
     assert kernels == [("custom_kernel_fa_x", 110, 7)]
 
 
+def test_profiled_events_reads_what_the_profiler_exports():
+    """profiled_events (scalar_pool.py, small_grid_bandwidth.py and main's reading of a run) hands
+    the exported trace to trace_events, with the range names asked for."""
+    events = [{"name": "build", "ph": "X", "cat": "user_annotation", "ts": 5, "dur": 3},
+              {"name": "custom_kernel_fa_x", "ph": "X", "cat": "kernel", "ts": 10, "dur": 7}]
+
+    class Profiler:
+        def export_chrome_trace(self, path):
+            with open(path, "w") as f:
+                json.dump({"traceEvents": events}, f)
+
+    assert kernel_gaps.profiled_events(Profiler()) == ({"sample": [], "build": [(5, 8)]},
+                                                      [("custom_kernel_fa_x", 10, 7)])
+    assert kernel_gaps.profiled_events(Profiler(), ()) == ({}, [("custom_kernel_fa_x", 10, 7)])
+
+
 @pytest.mark.parametrize("inner", [1, 20])
 def test_busy_and_gaps_fill_the_span(inner):
     kernels = [("k", 3 * i, 2) for i in range(10)]  # 2 us kernels 1 us apart

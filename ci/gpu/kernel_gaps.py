@@ -18,6 +18,7 @@ attention where the host's work overlaps it (a decode loop on mx.async_eval).
 import argparse
 import json
 import os
+import tempfile
 
 
 def sample_summary(sample, kernels, inner, build_end=None):
@@ -55,8 +56,14 @@ def trace_events(path, names=("sample", "build")):
     return ranges, kernels
 
 
+def profiled_events(prof, names=("sample", "build")):
+    """trace_events of a finished torch.profiler run, through a chrome trace in a temporary folder."""
+    with tempfile.TemporaryDirectory() as tmp:
+        prof.export_chrome_trace(os.path.join(tmp, "trace.json"))
+        return trace_events(os.path.join(tmp, "trace.json"), names)
+
+
 def main():
-    import tempfile
 
     import mlx.core as mx
     from torch.profiler import ProfilerActivity, profile, record_function
@@ -88,9 +95,7 @@ def main():
                 with record_function("build"):
                     outs = [call() for _ in range(args.inner)]
                 mx.eval(outs)
-    with tempfile.TemporaryDirectory() as tmp:
-        prof.export_chrome_trace(os.path.join(tmp, "trace.json"))
-        ranges, kernels = trace_events(os.path.join(tmp, "trace.json"))
+    ranges, kernels = profiled_events(prof)
     rows = [sample_summary(s, kernels, args.inner, b[1]) for s, b in zip(ranges["sample"], ranges["build"])]
     for row in rows:
         print(json.dumps({k: round(v, 2) for k, v in row.items()}))

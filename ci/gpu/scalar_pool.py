@@ -15,7 +15,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 
 import mlx.core as mx
 
@@ -23,17 +22,15 @@ import fusedattend as fa
 from fusedattend import gpu
 
 sys.path.insert(0, os.path.dirname(__file__))
-from kernel_gaps import trace_events  # noqa: E402
+from kernel_gaps import profiled_events  # noqa: E402
+from schedule_sweep import decode_inputs  # noqa: E402
 
 
 def main():
     from torch.profiler import ProfilerActivity, profile
 
     B, S = (int(x) for x in sys.argv[1:3]) if len(sys.argv) > 2 else (1, 2048)
-    q = mx.random.normal((B, 32, 1, 128)).astype(mx.bfloat16)
-    k = mx.random.normal((B, 8, S, 128)).astype(mx.bfloat16)
-    v = mx.random.normal((B, 8, S, 128)).astype(mx.bfloat16)
-    mx.eval(q, k, v)
+    q, k, v = decode_inputs(B, S)
     shipped = gpu._float32s
     rows = []
     for padded in (False, True):
@@ -52,9 +49,7 @@ def main():
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
                 for i in range(40):
                     outs[host_scalar] = step(i)
-            with tempfile.TemporaryDirectory() as tmp:
-                prof.export_chrome_trace(os.path.join(tmp, "trace.json"))
-                _, kernels = trace_events(os.path.join(tmp, "trace.json"))
+            _, kernels = profiled_events(prof, ())
             decode = [dur for name, _, dur in kernels if "fa_decode" in name]
             row = dict(B=B, S=S, scalars_bytes=gpu._float32s(1.0, 1.0).nbytes, host_scalar_each_step=host_scalar,
                        decode_us_median=round(statistics.median(decode), 2), decode_us_max=round(max(decode), 2),

@@ -23,12 +23,11 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 
 import mlx.core as mx
 
 sys.path.insert(0, os.path.dirname(__file__))
-from kernel_gaps import trace_events  # noqa: E402
+from kernel_gaps import profiled_events  # noqa: E402
 
 WARPS = int(os.environ.get("SMALL_GRID_WARPS", "4"))  # a threadgroup's
 PIECES = 512  # 16-byte pieces of an 8 KB tile: 16 a lane
@@ -153,9 +152,7 @@ def main():
                 with profile(activities=[ProfilerActivity.CUDA]) as prof:
                     for r in regions:
                         mx.eval(call(r))
-                with tempfile.TemporaryDirectory() as tmp:
-                    prof.export_chrome_trace(os.path.join(tmp, "trace.json"))
-                    _, kernels = trace_events(os.path.join(tmp, "trace.json"))
+                _, kernels = profiled_events(prof, ())
                 durations = [dur for name, _, dur in kernels if "small_grid" in name]
                 us = statistics.median(durations)
                 row = dict(form=form, depth=int(depth), grid=grid, warps=grid * WARPS, warps_a_threadgroup=WARPS, mb=mb, us=round(us, 2),
