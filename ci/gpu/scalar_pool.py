@@ -5,6 +5,7 @@ pads it to gpu.CONSTANT_INPUT_MIN_BYTES; on the H200 the padded form was 15-28% 
 grids (docs/h200/scalar-pool/).
 
     python3 ci/gpu/scalar_pool.py [B S]   # default 1 2048; prints the decode kernel's median µs
+    python3 ci/gpu/scalar_pool.py key_ranges [S]   # B = 1: the kernel with and without key_ranges
 
 For each way of passing `scalars` (8 bytes, as before 6245b13; padded, as gpu._float32s makes it)
 and each kind of step (the call alone; the call, then a 4-byte array made from Python, a host
@@ -26,9 +27,62 @@ from kernel_gaps import profiled_events  # noqa: E402
 from schedule_sweep import decode_inputs  # noqa: E402
 
 
-def main():
+def kernel_us(step, steps=40):
+    """CUPTI durations over `steps` calls of step(i), after 5 unprofiled ones: the decode kernel's
+    each, and every kernel's (ours, MLX's) summed a step."""
     from torch.profiler import ProfilerActivity, profile
 
+    for i in range(5):
+        step(i)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for i in range(steps):
+            step(i)
+    _, kernels = profiled_events(prof, ())
+    return [dur for name, _, dur in kernels if "fa_decode" in name], sum(dur for _, _, dur in kernels) / steps
+
+
+KEY_RANGES_FORMS = {
+    "none": lambda S: None,
+    # (1, 2) int32 from Python: 8 bytes, in the pool, written by the host
+    "8 bytes": lambda S: mx.array([[0, S]], dtype=mx.int32),
+    # the same values copied on the GPU into a 16-byte array, passed as a view of its first row
+    "view of a 16-byte copy": lambda S: mx.concatenate(
+        [mx.array([[0, S]], dtype=mx.int32), mx.zeros((1, 2), dtype=mx.int32)])[:1],
+}
+
+
+def key_ranges_rows(S):
+    """A caller's key_ranges at B = 1 is (1, 2) int32, 8 bytes: the same small pool. Made from
+    Python each step, as a decode loop would, it is written by the host every step; but the
+    package's value check (_problem._key_ranges) reads it on the GPU before the kernel does. Is
+    the kernel slower with it than without (all keys, so the outputs must be equal), and does a
+    copy out of the pool, one more launch, pay for itself?"""
+    q, k, v = decode_inputs(1, S)
+    rows, outs = [], {}
+    for form, make in KEY_RANGES_FORMS.items():
+        def step(i):
+            outs[form] = fa.decode_attention(q, k, v, key_ranges=make(S), backend="cuda")
+            mx.eval(outs[form])
+            mx.eval(mx.array(float(i)))  # 4 bytes: the small pool, written by the host
+        decode, step_total = kernel_us(step)
+        row = dict(B=1, S=S, key_ranges=form, decode_us_median=round(statistics.median(decode), 2),
+                   decode_us_max=round(max(decode), 2), kernels=len(decode),
+                   all_kernels_us_a_step=round(step_total, 2))
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    rows.append(dict(outputs_bit_identical=all(mx.array_equal(outs["none"], o).item() for o in outs.values())))
+    print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def main():
+    if sys.argv[1:2] == ["key_ranges"]:
+        S = int(sys.argv[2]) if len(sys.argv) > 2 else 2048
+        rows = key_ranges_rows(S)
+        if os.environ.get("OUT"):
+            with open(os.path.join(os.environ["OUT"], f"key_ranges_pool_1_{S}.json"), "w") as f:
+                json.dump(rows, f, indent=1)
+        return
     B, S = (int(x) for x in sys.argv[1:3]) if len(sys.argv) > 2 else (1, 2048)
     q, k, v = decode_inputs(B, S)
     shipped = gpu._float32s
@@ -44,13 +98,9 @@ def main():
                 if host_scalar:
                     mx.eval(mx.array(float(i)))  # 4 bytes: the small pool, written by the host
                 return out
-            for i in range(5):
-                step(i)
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                for i in range(40):
-                    outs[host_scalar] = step(i)
-            _, kernels = profiled_events(prof, ())
-            decode = [dur for name, _, dur in kernels if "fa_decode" in name]
+            def kept(i):
+                outs[host_scalar] = step(i)
+            decode, _ = kernel_us(kept)
             row = dict(B=B, S=S, scalars_bytes=gpu._float32s(1.0, 1.0).nbytes, host_scalar_each_step=host_scalar,
                        decode_us_median=round(statistics.median(decode), 2), decode_us_max=round(max(decode), 2),
                        kernels=len(decode))
