@@ -113,6 +113,8 @@ BRANCHES = [
     ("key_ranges_negative_start", plain(key_ranges=mx.array([[0, S], [-1, 2]])), ValueError, "key_ranges"),
     ("key_ranges_negative_length", plain(key_ranges=mx.array([[0, -1], [0, 2]])), ValueError, "key_ranges"),
     ("key_ranges_past_end", plain(key_ranges=mx.array([[0, S], [3, S - 2]])), ValueError, "key_ranges"),
+    # start + length wraps around in int64 to below S; each alone is far past it
+    ("key_ranges_sum_wraps", plain(key_ranges=mx.array([[0, S], [2**62, 2**62]], dtype=mx.int64)), ValueError, "key_ranges"),
     # check_bits
     ("bits_float", quant(bits=4.0), TypeError, "bits"),
     ("bits_bool", quant(bits=True), TypeError, "bits"),
