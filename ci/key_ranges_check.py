@@ -1,0 +1,39 @@
+"""What checking a call's key_ranges costs the caller: the package's check (`_problem._key_ranges`,
+numpy on the host since 8ad17c7) against the form before it (MLX ops, then `.item()`), µs a
+call on MLX's default device, best of 5 repeats.
+
+    python ci/key_ranges_check.py [S]   # default 2048; B = 1, 8, 32
+
+Each call gets a key_ranges array already evaluated, as a decode step's layers would.
+"""
+import sys
+import timeit
+
+import mlx.core as mx
+
+from fusedattend._problem import _key_ranges
+
+
+def check_as_mlx_ops(key_ranges, B, S):
+    """The check as it was until 8ad17c7 (but for the sum that could wrap around), for comparison."""
+    ranges = key_ranges.astype(mx.int64)
+    start, length = ranges[:, 0], ranges[:, 1]
+    if mx.any((start < 0) | (length < 0) | (start > S) | (length > S - start)).item():
+        raise ValueError("key_ranges")
+    return key_ranges.astype(mx.int32)
+
+
+def main():
+    S = int(sys.argv[1]) if len(sys.argv) > 1 else 2048
+    print(f"mlx {mx.__version__}, {mx.default_device()}, S = {S}")
+    for B in (1, 8, 32):
+        key_ranges = mx.array([[0, S]] * B, dtype=mx.int32)
+        mx.eval(key_ranges)
+        for name, check in (("numpy (shipped)", _key_ranges), ("MLX ops", check_as_mlx_ops)):
+            number = 1000
+            best = min(timeit.repeat(lambda: check(key_ranges, B, S), number=number, repeat=5))
+            print(f"B = {B:2d}  {name:16s} {best / number * 1e6:7.1f} µs a call", flush=True)
+
+
+if __name__ == "__main__":
+    main()
