@@ -233,8 +233,8 @@ def _key_ranges(key_ranges, B, S):
     if tuple(key_ranges.shape) != (B, 2):
         raise ValueError(f"key_ranges must have shape (B, 2) = {(B, 2)}, got {tuple(key_ranges.shape)}")
     # The check reads the values, so it waits for them either way; numpy then checks them on the
-    # host. As eight MLX ops the check cost about 15 µs of GPU time a call at B = 1
-    # on the H200 (docs/h200/tip-debf231/).
+    # host. As eight MLX ops the check cost about 15 µs of GPU time a call at B = 1 on the H200
+    # (docs/h200/tip-debf231/).
     ranges = np.asarray(key_ranges).astype(np.int64)
     start, length = ranges[:, 0], ranges[:, 1]
     # length > S - start, not start + length > S: that sum can wrap around in int64
