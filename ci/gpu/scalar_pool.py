@@ -41,6 +41,41 @@ def kernel_us(step, steps=40):
     return [dur for name, _, dur in kernels if "fa_decode" in name], sum(dur for _, _, dur in kernels) / steps
 
 
+def timed_row(step, **fields):
+    """kernel_us(step) as a printed row: `fields`, the decode kernel's median and max µs and count,
+    and every kernel's µs a step."""
+    decode, step_total = kernel_us(step)
+    row = dict(fields, decode_us_median=round(statistics.median(decode), 2), decode_us_max=round(max(decode), 2),
+               kernels=len(decode), all_kernels_us_a_step=round(step_total, 2))
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def scalars_rows(B, S):
+    """The decode kernel with `scalars` of 8 bytes (as before 6245b13) and padded (gpu._float32s),
+    each step alone and followed by a host write into the small pool; then whether both forms gave
+    the same bits."""
+    q, k, v = decode_inputs(B, S)
+    shipped = gpu._float32s
+    rows, outs = [], {}
+    for padded in (False, True):
+        gpu._float32s = shipped if padded else (lambda *xs: mx.array(xs, dtype=mx.float32))
+        gpu.clear_caches()
+        for host_scalar in (False, True):
+            def step(i):
+                outs[padded, host_scalar] = fa.decode_attention(q, k, v, backend="cuda")
+                mx.eval(outs[padded, host_scalar])
+                if host_scalar:
+                    mx.eval(mx.array(float(i)))  # 4 bytes: the small pool, written by the host
+            rows.append(timed_row(step, B=B, S=S, scalars_bytes=gpu._float32s(1.0, 1.0).nbytes,
+                                  host_scalar_each_step=host_scalar))
+    gpu._float32s = shipped
+    gpu.clear_caches()
+    same = all(mx.array_equal(outs[True, h], outs[False, h]).item() for h in (False, True))
+    print(json.dumps(dict(outputs_bit_identical=same)), flush=True)
+    return rows
+
+
 KEY_RANGES_FORMS = {
     "none": lambda S: None,
     # (1, 2) int32 from Python: 8 bytes, in the pool, written by the host
@@ -53,10 +88,11 @@ KEY_RANGES_FORMS = {
 
 def key_ranges_rows(S):
     """A caller's key_ranges at B = 1 is (1, 2) int32, 8 bytes: the same small pool. Made from
-    Python each step, as a decode loop would, it is written by the host every step; but the
-    package's value check (_problem._key_ranges) reads it on the GPU before the kernel does. Is
-    the kernel slower with it than without (all keys, so the outputs must be equal), and does a
-    copy out of the pool, one more launch, pay for itself?"""
+    Python each step, as a decode loop would, it is written by the host every step. (Until
+    8ad17c7 the package's value check, _problem._key_ranges, also read it on the GPU before the
+    kernel did; calls 95 and 96 ran that form.) Is the kernel slower with it than without (all
+    keys, so the outputs must be equal), and does a copy out of the pool, one more launch, pay
+    for itself?"""
     q, k, v = decode_inputs(1, S)
     rows, outs = [], {}
     for form, make in KEY_RANGES_FORMS.items():
@@ -64,12 +100,7 @@ def key_ranges_rows(S):
             outs[form] = fa.decode_attention(q, k, v, key_ranges=make(S), backend="cuda")
             mx.eval(outs[form])
             mx.eval(mx.array(float(i)))  # 4 bytes: the small pool, written by the host
-        decode, step_total = kernel_us(step)
-        row = dict(B=1, S=S, key_ranges=form, decode_us_median=round(statistics.median(decode), 2),
-                   decode_us_max=round(max(decode), 2), kernels=len(decode),
-                   all_kernels_us_a_step=round(step_total, 2))
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+        rows.append(timed_row(step, B=1, S=S, key_ranges=form))
     rows.append(dict(outputs_bit_identical=all(mx.array_equal(outs["none"], o).item() for o in outs.values())))
     print(json.dumps(rows[-1]), flush=True)
     return rows
@@ -78,43 +109,12 @@ def key_ranges_rows(S):
 def main():
     if sys.argv[1:2] == ["key_ranges"]:
         S = int(sys.argv[2]) if len(sys.argv) > 2 else 2048
-        rows = key_ranges_rows(S)
-        if os.environ.get("OUT"):
-            with open(os.path.join(os.environ["OUT"], f"key_ranges_pool_1_{S}.json"), "w") as f:
-                json.dump(rows, f, indent=1)
-        return
-    B, S = (int(x) for x in sys.argv[1:3]) if len(sys.argv) > 2 else (1, 2048)
-    q, k, v = decode_inputs(B, S)
-    shipped = gpu._float32s
-    rows = []
-    for padded in (False, True):
-        gpu._float32s = shipped if padded else (lambda *xs: mx.array(xs, dtype=mx.float32))
-        gpu.clear_caches()
-        outs = {}
-        for host_scalar in (False, True):
-            def step(i):
-                out = fa.decode_attention(q, k, v, backend="cuda")
-                mx.eval(out)
-                if host_scalar:
-                    mx.eval(mx.array(float(i)))  # 4 bytes: the small pool, written by the host
-                return out
-            def kept(i):
-                outs[host_scalar] = step(i)
-            decode, _ = kernel_us(kept)
-            row = dict(B=B, S=S, scalars_bytes=gpu._float32s(1.0, 1.0).nbytes, host_scalar_each_step=host_scalar,
-                       decode_us_median=round(statistics.median(decode), 2), decode_us_max=round(max(decode), 2),
-                       kernels=len(decode))
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-        if not padded:
-            reference = outs
-        else:
-            same = all(mx.array_equal(outs[h], reference[h]).item() for h in outs)
-            print(json.dumps(dict(outputs_bit_identical=same)), flush=True)
-    gpu._float32s = shipped
-    gpu.clear_caches()
+        rows, name = key_ranges_rows(S), f"key_ranges_pool_1_{S}.json"
+    else:
+        B, S = (int(x) for x in sys.argv[1:3]) if len(sys.argv) > 2 else (1, 2048)
+        rows, name = scalars_rows(B, S), f"scalar_pool_{B}_{S}.json"
     if os.environ.get("OUT"):
-        with open(os.path.join(os.environ["OUT"], f"scalar_pool_{B}_{S}.json"), "w") as f:
+        with open(os.path.join(os.environ["OUT"], name), "w") as f:
             json.dump(rows, f, indent=1)
 
 
