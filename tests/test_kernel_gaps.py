@@ -37,8 +37,8 @@ def test_trace_events_keeps_samples_and_kernels_only(tmp_path):
 
 
 def test_profiled_events_reads_what_the_profiler_exports():
-    """profiled_events (scalar_pool.py, small_grid_bandwidth.py and main's reading of a run) hands
-    the exported trace to trace_events, with the range names asked for."""
+    """profiled_events (main's reading of a run; profiled_kernels', for scalar_pool.py and
+    small_grid_bandwidth.py) hands the exported trace to trace_events, with the range names asked for."""
     events = [{"name": "build", "ph": "X", "cat": "user_annotation", "ts": 5, "dur": 3},
               {"name": "custom_kernel_fa_x", "ph": "X", "cat": "kernel", "ts": 10, "dur": 7}]
 

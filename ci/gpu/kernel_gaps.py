@@ -63,6 +63,15 @@ def profiled_events(prof, names=("sample", "build")):
         return trace_events(os.path.join(tmp, "trace.json"), names)
 
 
+def profiled_kernels(run):
+    """The GPU kernels (name, start, dur in us) that run() launched, from torch.profiler's CUPTI trace."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        run()
+    return profiled_events(prof, ())[1]
+
+
 def main():
 
     import mlx.core as mx

@@ -23,21 +23,16 @@ import fusedattend as fa
 from fusedattend import gpu
 
 sys.path.insert(0, os.path.dirname(__file__))
-from kernel_gaps import profiled_events  # noqa: E402
+from kernel_gaps import profiled_kernels  # noqa: E402
 from schedule_sweep import decode_inputs  # noqa: E402
 
 
 def kernel_us(step, steps=40):
     """CUPTI durations over `steps` calls of step(i), after 5 unprofiled ones: the decode kernel's
     each, and every kernel's (ours, MLX's) summed a step."""
-    from torch.profiler import ProfilerActivity, profile
-
     for i in range(5):
         step(i)
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for i in range(steps):
-            step(i)
-    _, kernels = profiled_events(prof, ())
+    kernels = profiled_kernels(lambda: [step(i) for i in range(steps)])
     return [dur for name, _, dur in kernels if "fa_decode" in name], sum(dur for _, _, dur in kernels) / steps
 
 

@@ -27,7 +27,7 @@ import sys
 import mlx.core as mx
 
 sys.path.insert(0, os.path.dirname(__file__))
-from kernel_gaps import profiled_events  # noqa: E402
+from kernel_gaps import profiled_kernels  # noqa: E402
 
 WARPS = int(os.environ.get("SMALL_GRID_WARPS", "4"))  # a threadgroup's
 PIECES = 512  # 16-byte pieces of an 8 KB tile: 16 a lane
@@ -121,8 +121,6 @@ def probe(form, depth):
 
 
 def main():
-    from torch.profiler import ProfilerActivity, profile
-
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--mb", default="8,128", help="region sizes, MB")
     p.add_argument("--grids", default="16,64,128,256,512", help="threadgroups of 4 warps")
@@ -149,10 +147,7 @@ def main():
                 except Exception as err:  # e.g. shared memory beyond the limit
                     print(json.dumps(dict(form=form, depth=int(depth), grid=grid, mb=mb, error=str(err)[:120])), flush=True)
                     continue
-                with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                    for r in regions:
-                        mx.eval(call(r))
-                _, kernels = profiled_events(prof, ())
+                kernels = profiled_kernels(lambda: [mx.eval(call(r)) for r in regions])
                 durations = [dur for name, _, dur in kernels if "small_grid" in name]
                 us = statistics.median(durations)
                 row = dict(form=form, depth=int(depth), grid=grid, warps=grid * WARPS, warps_a_threadgroup=WARPS, mb=mb, us=round(us, 2),
