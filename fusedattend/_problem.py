@@ -78,16 +78,20 @@ class Problem(NamedTuple):  # a NamedTuple: immutable, and 4x cheaper to build t
 
     @property
     def arrays(self):
-        """The caller's arrays in the kernels' order: q, k, v; quantized, q and the six of K/V."""
+        """The caller's arrays in the kernels' order: q, k, v; quantized, q and the six of K/V;
+        then the (checked, int32) key_ranges where the call has them."""
+        ranges = () if self.key_ranges is None else (self.key_ranges,)
         if isinstance(self.k, QuantizedKV):
-            return (self.q, *self.k, *self.v)
-        return self.q, self.k, self.v
+            return (self.q, *self.k, *self.v, *ranges)
+        return (self.q, self.k, self.v, *ranges)
 
     def with_arrays(self, arrays) -> "Problem":
         """The same problem over other arrays, given in `arrays`' order."""
         if self.bits is not None:
-            return self._replace(q=arrays[0], k=QuantizedKV(*arrays[1:4]), v=QuantizedKV(*arrays[4:7]))
-        return self._replace(q=arrays[0], k=arrays[1], v=arrays[2])
+            q, k, v, ranges = arrays[0], QuantizedKV(*arrays[1:4]), QuantizedKV(*arrays[4:7]), arrays[7:]
+        else:
+            q, k, v, ranges = *arrays[:3], arrays[3:]
+        return self._replace(q=q, k=k, v=v, key_ranges=ranges[0] if ranges else None)
 
     def with_layer_axis(self) -> "Problem":
         """The same problem with 5-D arrays: a layer axis of one added where the caller passed
@@ -242,28 +246,34 @@ def _key_ranges(key_ranges, B, S):
         raise ValueError(
             f"key_ranges must hold 0 <= start, 0 <= length and start + length <= S = {S} per request"
         )
-    return key_ranges.astype(mx.int32)
+    # The kernels read (B, 2) int32 row-major; a view (a column slice) reaches them as a copy.
+    return mx.contiguous(key_ranges.astype(mx.int32))
 
 
 # Signatures of calls whose arguments passed the checks: everything the checks look at (each
 # array's shape and dtype; scale; mask None or "causal"; bits and group size), but for the keys'
 # length S where every K/V array has the same S, at least 1 (nothing else checked depends on it).
 # A decode loop repeats one signature every step while its cache grows a key a step, so its
-# checks run once; they cost tens of µs a call, the signature about 1 µs. Calls with a mask
-# array or key_ranges are checked in full every time: those checks read values. The GPU
-# backends replay such a call's launches by the same signature (backends.replay).
+# checks run once; they cost tens of µs a call, the signature about 1 µs. key_ranges enter by
+# shape and dtype; their values are checked again every call (repeated_key_ranges). Calls with a
+# mask array are checked in full every time: that check reads the mask. The GPU backends replay
+# such a call's launches by the same signature (backends.replay).
 _CHECKED = set()
 _CHECKED_MAX = 4096
 
 
 def call_signature(arrays, scale, mask, key_ranges, *options):
     """The key of _CHECKED for a call, or None when the call must be checked in full."""
-    if key_ranges is not None or not (mask is None or type(mask) is str):
+    if not (mask is None or type(mask) is str):
         return None
     queries = arrays[0]
     if not isinstance(queries, mx.array):
         return None
     key = [type(scale), scale, mask, *options, queries.shape, queries.dtype]
+    if key_ranges is not None:
+        if not isinstance(key_ranges, mx.array):
+            return None
+        key += ("key_ranges", key_ranges.shape, key_ranges.dtype)
     S = None
     for x in arrays[1:]:  # K/V: S (axis -2) left out
         if not isinstance(x, mx.array):
@@ -290,18 +300,29 @@ def _remember(signature):
         _CHECKED.add(signature)
 
 
-def _checked_problem(queries, k, v, scale, mask, bits=None, group_size=None) -> Problem:
+def repeated_key_ranges(key_ranges, queries, S):
+    """The key_ranges of a call whose signature already passed the checks, as the kernels take
+    them: () without, else (the int32 array,) once its values passed _key_ranges (the signature
+    holds their shape and dtype, not their values)."""
+    if key_ranges is None:
+        return ()
+    return (_key_ranges(key_ranges, queries.shape[-4], S),)
+
+
+def _checked_problem(queries, k, v, scale, mask, key_ranges, bits=None, group_size=None) -> Problem:
     """The Problem of a call whose signature already passed the checks."""
     if bits is not None:
         k, v = QuantizedKV(*k), QuantizedKV(*v)
     mask = NO_MASK if mask is None else CAUSAL_MASK
-    return Problem(queries, k, v, _scale(scale, queries.shape[-1]), mask, None, queries.ndim == 5, bits, group_size)
+    ranges = repeated_key_ranges(key_ranges, queries, (k.codes if bits is not None else k).shape[-2])
+    return Problem(queries, k, v, _scale(scale, queries.shape[-1]), mask, ranges[0] if ranges else None,
+                   queries.ndim == 5, bits, group_size)
 
 
 def plain_problem(queries, keys, values, scale, mask, key_ranges) -> Problem:
     signature = call_signature((queries, keys, values), scale, mask, key_ranges)
     if _was_checked(signature):
-        return _checked_problem(queries, keys, values, scale, mask)
+        return _checked_problem(queries, keys, values, scale, mask, key_ranges)
     q, layered = _layered_queries(queries)
     for x, name in ((keys, "keys"), (values, "values")):
         _require_array(x, name)
@@ -391,7 +412,7 @@ def quantized_signature(queries, keys, values, scale, mask, key_ranges, bits, gr
 def quantized_problem(queries, keys, values, scale, mask, key_ranges, bits, group_size) -> Problem:
     signature = quantized_signature(queries, keys, values, scale, mask, key_ranges, bits, group_size)
     if _was_checked(signature):
-        return _checked_problem(queries, keys, values, scale, mask, bits, group_size)
+        return _checked_problem(queries, keys, values, scale, mask, key_ranges, bits, group_size)
     check_bits(bits, group_size)
     q, layered = _layered_queries(queries)
     k = _quantized_triple(keys, "keys", layered, q, bits, group_size)

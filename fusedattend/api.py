@@ -13,6 +13,7 @@ from ._problem import (
     plain_problem,
     quantized_problem,
     quantized_signature,
+    repeated_key_ranges,
 )
 
 
@@ -38,7 +39,7 @@ def decode_attention(queries, keys, values, *, scale=None, mask=None, key_ranges
     signature = call_signature((queries, keys, values), scale, mask, key_ranges)
     replay = backends.replay(signature, backend)  # a repeat of a checked call: its launches alone
     if replay is not None:
-        return replay(queries, keys, values)
+        return replay(queries, keys, values, *repeated_key_ranges(key_ranges, queries, keys.shape[-2]))
     problem = plain_problem(queries, keys, values, scale, mask, key_ranges)
     return backends.run(problem, backend, quantized=False, signature=signature)
 
@@ -55,7 +56,7 @@ def quantized_decode_attention(
     signature = quantized_signature(queries, keys, values, scale, mask, key_ranges, bits, group_size)
     replay = backends.replay(signature, backend)
     if replay is not None:
-        return replay(queries, *keys, *values)
+        return replay(queries, *keys, *values, *repeated_key_ranges(key_ranges, queries, keys[0].shape[-2]))
     problem = quantized_problem(queries, keys, values, scale, mask, key_ranges, bits, group_size)
     return backends.run(problem, backend, quantized=True, signature=signature)
 

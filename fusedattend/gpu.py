@@ -609,14 +609,15 @@ def _launch_common(problem: Problem, quantized: bool, shape):
     launch = _schedule(shape, q.dtype, quantized, kind, mask.dtype, problem.bits, scales_dtype,
                        ranges is not None, problem.group_size, S <= SINGLE_PASS_MAX_S, problem.layered)
     # 1.0 is read at run time by the kernels' code reading (fa_code_unit in decode_attention.h).
-    common = (mask, _placeholder(mx.int32) if ranges is None else ranges, launch.dims,
-              _float32s(problem.scale, 1.0))
+    constants = (launch.dims, _float32s(problem.scale, 1.0))
+    no_ranges = () if ranges is not None else (_placeholder(mx.int32),)
     arrays = problem.arrays
+    kv_end = len(arrays) - (ranges is not None)  # key_ranges, where given, follow q and K/V
     # biases and v's scales in k's scales dtype: ST names the one variant
     casts = tuple(i for i in (3, 5, 6) if arrays[i].dtype != scales_dtype) if quantized else ()
 
     def inputs_of(arrays):
-        inputs = [*arrays, *common]
+        inputs = [*arrays[:kv_end], mask, *arrays[kv_end:], *no_ranges, *constants]
         for i in casts:
             inputs[i] = inputs[i].astype(scales_dtype)
         return inputs
@@ -676,7 +677,7 @@ def replayer(problem: Problem, quantized: bool):
         return None
     S, D = problem.shape[5], problem.shape[6]
     plain_matrix = _plain_matrix(quantized, problem.q.dtype, D)
-    template = problem._replace(q=None, k=None, v=None)  # keeps no array of the caller's
+    template = problem._replace(q=None, k=None, v=None, key_ranges=None)  # keeps no array of the caller's
 
     def key_schedule(S):
         """What the launches depend on S through (as _launch_common and _schedule split S): one

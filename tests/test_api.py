@@ -244,6 +244,20 @@ def test_causal_with_key_ranges_aligns_to_range_end(backend):
         assert oracle.compare(npf(out[:1, :, i:i + 1]), e, 2 * tol_for(e, st))[0] <= 1
 
 
+@pytest.mark.parametrize("dtype", [mx.int32, mx.int64])
+def test_key_ranges_views_read_as_their_values(backend, dtype):
+    """A strided key_ranges (a column slice of a wider array) gives what its contiguous copy gives,
+    on the first call and on its repeat (a replay on a GPU): the kernels read (B, 2) row-major."""
+    view = mx.array([[2, 99, 5, 99], [0, 99, 10, 99]], dtype=dtype)[:, ::2]
+    copy = mx.array(np.array(view))
+    for _ in range(2):
+        got = fa.decode_attention(Q, K, V, key_ranges=view, backend=backend)
+        assert mx.array_equal(got, fa.decode_attention(Q, K, V, key_ranges=copy, backend=backend)).item()
+        got = fa.quantized_decode_attention(Q, QT, VT, group_size=64, key_ranges=view, backend=backend)
+        want = fa.quantized_decode_attention(Q, QT, VT, group_size=64, key_ranges=copy, backend=backend)
+        assert mx.array_equal(got, want).item()
+
+
 def test_gqa_mapping_h_div_group(backend):
     # H_q = 4, H_kv = 2: heads 0,1 read kv head 0; heads 2,3 read kv head 1
     out = fa.decode_attention(Q, K, V, backend=backend)

@@ -111,15 +111,64 @@ def test_what_the_replay_depends_on_is_in_its_key(stub_gpu, monkeypatch):
     monkeypatch.setattr(mx, "default_device", lambda: device)
 
 
-def test_mask_arrays_and_key_ranges_are_set_up_every_call(stub_gpu):
-    """Their checks and the mask's broadcast read the arrays given: never replayed."""
+def test_mask_arrays_are_set_up_every_call(stub_gpu):
+    """The mask's check and broadcast read the array given: never replayed."""
     q, k, v = arrays(40, False, 0)
     mask = mx.ones((1, 1, 1, 40), dtype=mx.bool_)
-    ranges = mx.array([[0, 40]])
     for _ in range(2):
         fa.decode_attention(q, k, v, backend="cuda", mask=mask)
-        fa.decode_attention(q, k, v, backend="cuda", key_ranges=ranges)
-    assert len(stub_gpu) == 4
+    assert len(stub_gpu) == 2
+
+
+def ranges_input(quantized):
+    """The key_ranges input of the last decode kernel call (after q, K/V and the mask), and
+    whether its dims input tells the kernel to read it."""
+    decode = [inputs for name, inputs in Recorder.calls if name != "fa_merge_partials"][-1]
+    kv_end = 7 if quantized else 3
+    return decode[kv_end + 1], bool(decode[kv_end + 2][3].item())
+
+
+@pytest.mark.parametrize("quantized", [False, True], ids=["plain", "q4"])
+@pytest.mark.parametrize("S", [40, 3000], ids=["one_block", "split"])
+def test_key_ranges_replay_with_the_new_values(stub_gpu, quantized, S):
+    """key_ranges enter the signature by shape and dtype: a repeat with other ranges replays the
+    launches, handing the kernel the new ranges (int32, as the first call's were)."""
+    q, k, v = arrays(S, quantized, 0)
+    for start, length in ((0, S), (3, S - 10), (S, 0)):
+        for dtype in (mx.int32, mx.int64):
+            ranges = mx.array([[start, length]], dtype=dtype)
+            call(q, k, v, quantized, backend="cuda", key_ranges=ranges)
+            got, read = ranges_input(quantized)
+            assert read and got.dtype == mx.int32 and got.tolist() == [[start, length]]
+    assert len(stub_gpu) == 2  # one signature for each dtype
+    call(q, k, v, quantized, backend="cuda")  # without key_ranges: another signature
+    assert len(stub_gpu) == 3
+    assert not ranges_input(quantized)[1]
+    call(q, k, v, quantized, backend="cuda", key_ranges=mx.array([[1, 2]], dtype=mx.int32))
+    assert len(stub_gpu) == 3 and ranges_input(quantized)[0].tolist() == [[1, 2]]
+
+
+@pytest.mark.parametrize("quantized", [False, True], ids=["plain", "q4"])
+def test_replayed_key_ranges_values_are_checked(stub_gpu, quantized):
+    """A repeat checks its key_ranges' values against its own S: bad values raise after replays,
+    as on the first call, and nothing is launched for them."""
+    q, k, v = arrays(40, quantized, 0)
+    for S in (40, 39):
+        call(q, first_keys(k, S) if quantized else k[:, :, :S], first_keys(v, S) if quantized else v[:, :, :S],
+             quantized, backend="cuda", key_ranges=mx.array([[0, S]], dtype=mx.int64))
+    assert len(stub_gpu) == 2  # one block of S keys: each S its launch (the replayer's key_schedule)
+    launched = len(Recorder.calls)
+    k39, v39 = (first_keys(x, 39) for x in (k, v)) if quantized else (k[:, :, :39], v[:, :, :39])
+    for bad in ([[0, 40]], [[-1, 2]], [[40, 0]], [[2, -1]], [[2**62, 2**62]]):
+        with pytest.raises(ValueError, match="key_ranges"):
+            call(q, k39, v39, quantized, backend="cuda", key_ranges=mx.array(bad, dtype=mx.int64))
+    assert len(Recorder.calls) == launched
+    with pytest.raises(ValueError, match="key_ranges must have shape"):
+        call(q, k39, v39, quantized, backend="cuda", key_ranges=mx.array([[0, 1], [0, 1]], dtype=mx.int64))
+    with pytest.raises(TypeError, match="key_ranges"):
+        call(q, k39, v39, quantized, backend="cuda", key_ranges=mx.array([[0.0, 1.0]]))
+    with pytest.raises(TypeError, match="key_ranges"):
+        call(q, k39, v39, quantized, backend="cuda", key_ranges=[[0, 1]])
 
 
 def test_a_schedule_change_forgets_the_replays(stub_gpu):

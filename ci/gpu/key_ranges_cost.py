@@ -1,16 +1,21 @@
 """What a call's key_ranges costs a decode step on MLX's CUDA backend, by where the array was made
 and how its values are checked.
 
-    python3 ci/gpu/key_ranges_cost.py [S]   # default 2048; B = 1, 8, 32; rows as JSON lines
+    python3 ci/gpu/key_ranges_cost.py [S]   # default 2048; rows as JSON lines
 
 MLX's CUDA arrays live in managed memory (mlx/backend/cuda/allocator.cpp): arrays of at most 8
-bytes in a small pool advised read-mostly, every larger one in an allocation of its own. Reading
-a GPU-written array on the host (numpy, as `_problem._key_ranges` does since 8ad17c7) may move its
-pages to the host, and the kernel that reads it next moves them back. On the H200 (call 97,
-docs/h200/key-ranges-host/) a key_ranges made on the GPU and read by numpy doubled the decode
-kernel's median time. This probe times each way of checking (the package's own first) against
-each way of making the array, at B = 1 (8 bytes: the pool) and larger B (not the pool):
-the decode kernel's and all kernels' CUPTI time a step, and a step's wall time.
+bytes in a small pool advised read-mostly, every larger one in an allocation of its own, recycled
+through a cache. A page the host touched (a Python-made array; one numpy read, as
+`_problem._key_ranges` does since 8ad17c7) moves to the GPU again when a kernel reads it. In call
+99 (docs/h200/key-ranges-host/) a GPU-made key_ranges at B = 8 read by numpy doubled the decode
+kernel's time. This probe times each check against each way of making the array, at B = 1 (8
+bytes: the pool) and larger B, with one call a step and with LAYERS calls queued a step (one
+decode step of a model's layers, evaluated once): a check that waits for the GPU (`.item()`)
+also stops the host from queueing the next layer's call. Since this commit a repeated call with
+key_ranges replays its launches (backends.replay) and checks only their values; the variant
+"set up every call" patches the signature as before it (calls with key_ranges never repeat).
+Rounds take the variants in turn. Reported: CUPTI's kernels summed a step, the decode kernel's
+median, and a step's wall time; the form "none" passes no key_ranges, for comparison.
 """
 import json
 import os
@@ -22,7 +27,7 @@ import mlx.core as mx
 import numpy as np
 
 import fusedattend as fa
-from fusedattend import _problem
+from fusedattend import _problem, api, gpu
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -30,7 +35,7 @@ from kernel_gaps import profiled_kernels  # noqa: E402
 from key_ranges_check import check_as_mlx_ops  # noqa: E402
 from schedule_sweep import decode_inputs  # noqa: E402
 
-STEPS = 40
+STEPS, ROUNDS, LAYERS = 20, 3, 8
 
 
 def made_from_python(B, S, base):
@@ -42,42 +47,59 @@ def made_on_the_gpu(B, S, base):
     return mx.minimum(base, S)
 
 
-FORMS = {"from Python": made_from_python, "made on the GPU": made_on_the_gpu}
+FORMS = {"from Python": made_from_python, "made on the GPU": made_on_the_gpu, "none": lambda B, S, base: None}
 
 
-def numpy_of_a_gpu_copy(key_ranges, B, S):
-    """The shipped check, reading a copy the GPU makes (int64, so never the pool) instead of the
-    caller's array."""
-    copy = key_ranges.astype(mx.int64)
-    ranges = np.asarray(copy)
-    start, length = ranges[:, 0], ranges[:, 1]
-    if np.any((start < 0) | (length < 0) | (start > S) | (length > S - start)):
-        raise ValueError("key_ranges")
-    return key_ranges.astype(mx.int32)
-
-
-def _outside(ranges, S):
+@mx.compile
+def _outside(key_ranges, S):
+    ranges = key_ranges.astype(mx.int64)
     start, length = ranges[:, 0], ranges[:, 1]
     return mx.any((start < 0) | (length < 0) | (start > S) | (length > S - start))
 
 
-_outside_compiled = mx.compile(_outside)
-
-
 def mlx_ops_compiled(key_ranges, B, S):
-    """The MLX-op check fused by mx.compile (S a constant it compiles for), one bool read back."""
-    if _outside_compiled(key_ranges.astype(mx.int64), S).item():
+    """The MLX-op check fused by mx.compile (S an input, so a growing cache does not recompile it),
+    one bool read back: never reads the caller's array on the host."""
+    if _outside(key_ranges, mx.array(S, dtype=mx.int64)).item():
         raise ValueError("key_ranges")
     return key_ranges.astype(mx.int32)
 
 
-CHECKS = {
-    "numpy (shipped)": _problem._key_ranges,
-    "MLX ops (until 8ad17c7)": check_as_mlx_ops,
-    "MLX ops, compiled": mlx_ops_compiled,
-    "numpy of a GPU copy": numpy_of_a_gpu_copy,
-    "none": lambda key_ranges, B, S: key_ranges,
+def never_repeated(signature):
+    """call_signature as before this commit: None (check in full, no replay) for key_ranges."""
+    def call_signature(arrays, scale, mask, key_ranges, *options):
+        return None if key_ranges is not None else signature(arrays, scale, mask, key_ranges, *options)
+    return call_signature
+
+
+SHIPPED_SIGNATURE = _problem.call_signature
+# (the check, whether a repeat with key_ranges replays)
+VARIANTS = {
+    "numpy, replayed (shipped)": (_problem._key_ranges, True),
+    "numpy, set up every call": (_problem._key_ranges, False),
+    "MLX ops (until 8ad17c7), set up every call": (check_as_mlx_ops, False),
+    "MLX ops, compiled, replayed": (mlx_ops_compiled, True),
+    "no check, replayed": (lambda key_ranges, B, S: mx.contiguous(key_ranges.astype(mx.int32)), True),
 }
+
+
+def use(variant):
+    check, replayed = VARIANTS[variant]
+    _problem._key_ranges = check
+    signature = SHIPPED_SIGNATURE if replayed else never_repeated(SHIPPED_SIGNATURE)
+    _problem.call_signature = api.call_signature = signature
+    gpu.clear_caches()
+
+
+def timed(step):
+    """(kernels summed a step, decode kernel's median, wall a step), µs, over STEPS steps each."""
+    kernels = profiled_kernels(lambda: [step() for _ in range(STEPS)])
+    t0 = time.perf_counter()
+    for _ in range(STEPS):
+        step()
+    wall = (time.perf_counter() - t0) / STEPS * 1e6
+    decode = [dur for name, _, dur in kernels if "fa_decode" in name]
+    return sum(d for _, _, d in kernels) / STEPS, statistics.median(decode), wall
 
 
 def rows(S):
@@ -87,34 +109,35 @@ def rows(S):
         q, k, v = decode_inputs(B, S)
         base = mx.array([[0, S]] * B, dtype=mx.int32)
         mx.eval(base)
-        for form, make in FORMS.items():
-            outputs = {}
-            for check_name, check in CHECKS.items():
-                _problem._key_ranges = check
+        for layers in (1, LAYERS):
+            samples, outputs = {}, {}
+            for _ in range(ROUNDS):
+                for form, make in FORMS.items():
+                    for check_name in VARIANTS if form != "none" else list(VARIANTS)[:1]:
+                        use(check_name)
 
-                def step(i):
-                    key_ranges = make(B, S, base)
-                    outputs[check_name] = fa.decode_attention(q, k, v, key_ranges=key_ranges, backend="cuda")
-                    mx.eval(outputs[check_name])
+                        def step():
+                            key_ranges = make(B, S, base)
+                            outs = [fa.decode_attention(q, k, v, key_ranges=key_ranges, backend="cuda")
+                                    for _ in range(layers)]
+                            mx.eval(outs)
+                            outputs[form, check_name] = outs[-1]
 
-                for i in range(5):
-                    step(i)
-                kernels = profiled_kernels(lambda: [step(i) for i in range(STEPS)])
-                t0 = time.perf_counter()
-                for i in range(STEPS):
-                    step(i)
-                wall = (time.perf_counter() - t0) / STEPS * 1e6
-                decode = [dur for name, _, dur in kernels if "fa_decode" in name]
-                row = dict(B=B, S=S, key_ranges=form, check=check_name, step_wall_us=round(wall, 2),
-                           decode_us_median=round(statistics.median(decode), 2), decode_us_max=round(max(decode), 2),
-                           all_kernels_us_a_step=round(sum(d for _, _, d in kernels) / STEPS, 2),
-                           kernels_a_step=round(len(kernels) / STEPS, 2))
+                        for _ in range(3):
+                            step()
+                        samples.setdefault((form, check_name), []).append(timed(step))
+            for (form, check_name), got in samples.items():
+                kernels, decode, wall = (statistics.median(x) for x in zip(*got))
+                row = dict(B=B, S=S, layers=layers, key_ranges=form, check=check_name if form != "none" else "-",
+                           all_kernels_us_a_step=round(kernels, 2), decode_us_median=round(decode, 2),
+                           step_wall_us=round(wall, 2), rounds=[[round(x, 1) for x in r] for r in got])
                 print(json.dumps(row), flush=True)
                 out.append(row)
-            same = all(mx.array_equal(outputs["none"], o).item() for o in outputs.values())
-            out.append(dict(B=B, S=S, key_ranges=form, outputs_bit_identical=same))
+            same = all(mx.array_equal(outputs[key], o).item() for key in outputs for o in outputs.values())
+            out.append(dict(B=B, S=S, layers=layers, outputs_bit_identical=same))
             print(json.dumps(out[-1]), flush=True)
-    _problem._key_ranges = shipped
+    use("numpy, replayed (shipped)")
+    assert _problem._key_ranges is shipped
     return out
 
 
