@@ -8,12 +8,12 @@ bytes in a small pool advised read-mostly, every larger one in an allocation of 
 through a cache. A page the host touched (a Python-made array; one numpy read, as
 `_problem._key_ranges` does since 8ad17c7) moves to the GPU again when a kernel reads it. In call
 99 (docs/h200/key-ranges-host/) a GPU-made key_ranges at B = 8 read by numpy doubled the decode
-kernel's time. This probe times each check against each way of making the array, at B = 1 (8
+kernel's time once (call 100 did not repeat that at one call a step). This probe times each check against each way of making the array, at B = 1 (8
 bytes: the pool) and larger B, with one call a step and with LAYERS calls queued a step (one
 decode step of a model's layers, evaluated once): a check that waits for the GPU (`.item()`)
-also stops the host from queueing the next layer's call. Since this commit a repeated call with
-key_ranges replays its launches (backends.replay) and checks only their values; the variant
-"set up every call" patches the signature as before it (calls with key_ranges never repeat).
+also stops the host from queueing the next layer's call. Since 6e60b02 a repeated call with
+key_ranges replays its launches (backends.replay) and checks only their values; the variants
+"set up every call" patch the signature as before it (calls with key_ranges never repeat).
 Rounds take the variants in turn. Reported: CUPTI's kernels summed a step, the decode kernel's
 median, and a step's wall time; the form "none" passes no key_ranges, for comparison.
 """
