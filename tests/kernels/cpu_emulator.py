@@ -47,11 +47,14 @@ def compiler_available() -> bool:
     return shutil.which("g++") is not None
 
 
-def _to_numpy(x: mx.array) -> np.ndarray:
-    """x's elements in row-major order, bit for bit (bfloat16 as uint16)."""
+def _as_passed(x: mx.array) -> np.ndarray:
+    """x's memory as MLX hands it to our kernels (ensure_row_contiguous=False): from x's first
+    element, with x's own strides, no copy (bfloat16 as uint16). A body that reads an input
+    without its `_strides` then reads that memory row-major, as the GPU does: until 6e60b02 a
+    strided key_ranges view was read so on the H200, and a contiguous copy here hid it."""
     if x.dtype == mx.bfloat16:
         x = x.view(mx.uint16)
-    return np.ascontiguousarray(np.array(x))
+    return np.asarray(x)
 
 
 def _from_numpy(a: np.ndarray, dtype) -> mx.array:
@@ -184,7 +187,7 @@ class EmulatedKernel:
             keep.append(a)
             args.append(a.ctypes.data_as(ctypes.c_void_p))
 
-        buffers = [_to_numpy(x) for x in inputs]
+        buffers = [_as_passed(x) for x in inputs]
         for _, i, what in _parameters(body, self.input_names):
             a = buffers[i]
             if what == "shape":

@@ -451,3 +451,28 @@ def test_emulated_replay_equals_a_fresh_set_up(quantized, S):
         fresh = call(1)
     assert mx.array_equal(replayed, fresh)
     assert not mx.array_equal(replayed, mx.zeros_like(replayed))
+
+
+@pytest.mark.parametrize("dtype", [mx.float32, mx.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("quantized", [False, True], ids=["plain", "q4"])
+def test_emulated_key_ranges_view(quantized, dtype):
+    """An int32 key_ranges view (a column slice, junk between its columns) gives what its
+    contiguous copy gives, on the first call and on its replay: the emulator hands the kernels
+    each input's memory as MLX does, and the kernels read key_ranges row-major (without the
+    contiguous copy of _problem._key_ranges this fails, as it did on the H200)."""
+    mx.random.seed(3)
+    q = mx.random.normal((2, 4, 1, 32)).astype(dtype)
+    k, v = (mx.random.normal((2, 2, 40, 32)).astype(dtype) for _ in range(2))
+    if quantized:
+        k, v = fa.quantize_kv(k, group_size=32), fa.quantize_kv(v, group_size=32)
+    view = mx.array([[2, -1, 30, -1], [0, -1, 40, -1]], dtype=mx.int32)[:, ::2]
+    copy = mx.array(np.array(view))
+
+    def attend(ranges):
+        if quantized:
+            return fa.quantized_decode_attention(q, k, v, group_size=32, key_ranges=ranges, backend="cuda")
+        return fa.decode_attention(q, k, v, key_ranges=ranges, backend="cuda")
+
+    with emulated_gpu():
+        for _ in range(2):
+            assert mx.array_equal(attend(view), attend(copy)).item()

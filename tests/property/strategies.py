@@ -208,7 +208,8 @@ def masks(draw, d, rng, *, kinds=MASK_KINDS, layered=False):
 
 @st.composite
 def key_ranges_for(draw, B, S, rng):
-    """(B, 2) int32 of (start, length); length 0 (nothing visible) is possible."""
+    """(B, 2) int32 or int64 of (start, length), contiguous or a strided view; length 0 (nothing
+    visible) is possible."""
     style = draw(st.sampled_from(("full", "random", "prefix", "empty_one")))
     if style == "full":
         kr = np.tile([0, S], (B, 1))
@@ -221,6 +222,10 @@ def key_ranges_for(draw, B, S, rng):
             length[rng.integers(0, B)] = 0
         kr = np.stack([start, length], axis=1)
     dtype = draw(st.sampled_from((mx.int32, mx.int64)))
+    if draw(st.booleans()):  # a column-slice view of a wider array, junk between the columns
+        wide = np.full((B, 4), -1, dtype=np.int64)
+        wide[:, ::2] = kr
+        return mx.array(wide).astype(dtype)[:, ::2]
     return mx.array(kr.astype(np.int64)).astype(dtype)
 
 
