@@ -17,8 +17,10 @@ from perf_compare import per_call_median
 
 
 def table_of(e):
-    """(backend, format, decode loop or not): the table a row goes to."""
-    return e["backend"], e["format"], "grows_by" in e
+    """(backend, format, what kind of call: "" one call, or a decode loop's, padded or not): the
+    table a row goes to."""
+    loop = "padded decode loops" if "pads" in e else "decode loops" if "grows_by" in e else ""
+    return e["backend"], e["format"], loop
 
 
 def main(path):
@@ -26,7 +28,7 @@ def main(path):
     for backend, fmt, loop in sorted({table_of(e) for e in runs}):
         rows = sorted((e for e in runs if table_of(e) == (backend, fmt, loop)), key=lambda e: (e["B"], e["S"]))
         peers = sorted({k[len("ratio_"):] for e in rows for k in e if k.startswith("ratio_")})
-        print(f"\n{fmt}, backend {backend}{', decode loops (S: the first step)' if loop else ''}\n")
+        print(f"\n{fmt}, backend {backend}{f', {loop} (S: the first step)' if loop else ''}\n")
         print("| B | S | µs | GB/s | " + " | ".join(f"vs {p}" for p in peers) + " |")
         print("|---" * (4 + len(peers)) + "|")
         for e in rows:

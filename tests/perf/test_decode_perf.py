@@ -92,6 +92,27 @@ LOOP_GROUP_SIZE = 64
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("B,S", LOOP_SHAPES, ids=[f"B{B}-S{S}" for B, S in LOOP_SHAPES])
 def test_decode_loop(benchmark, backend, B, S, fmt):
+    run_loop(benchmark, backend, B, S, fmt)
+
+
+# Padded batches (left-padded: request b's keys start PAD_STEP * b keys in, up to PAD_MAX): each
+# step passes key_ranges made from Python, as a server would from its requests' lengths; such
+# calls replay their launches since 6e60b02 and check only the ranges' values. The peer is MLX's
+# SDPA with the boolean mask those ranges stand for, made with MLX ops each step.
+PADDED_SHAPES = [(B, S) for B in (8, 32) for S in (2048, 32768)]
+PAD_STEP, PAD_MAX = 37, 512
+
+
+@pytest.mark.perf
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("B,S", PADDED_SHAPES, ids=[f"B{B}-S{S}" for B, S in PADDED_SHAPES])
+def test_padded_decode_loop(benchmark, backend, B, S, fmt):
+    run_loop(benchmark, backend, B, S, fmt, pads=[PAD_STEP * b % PAD_MAX for b in range(B)])
+
+
+def run_loop(benchmark, backend, B, S, fmt, pads=None):
+    """A decode loop's benchmark (GPU backends only): QUEUED_CALLS steps a round; with `pads`,
+    request b sees its keys from pads[b] on, through key_ranges (ours) or a mask (MLX's SDPA)."""
     if not ON_GPU or backend == "reference":
         pytest.skip("decode loops: GPU backends only")
     _, case = _case(B, S + LOOP_ROOM, "bfloat16")
@@ -103,16 +124,20 @@ def test_decode_loop(benchmark, backend, B, S, fmt):
         mx.eval(k, v)
     steps = itertools.count()
 
+    def key_ranges(keys):
+        return None if pads is None else mx.array([[p, keys - p] for p in pads], dtype=mx.int32)
+
     def ours(x, keys):
         kv = bench.first_keys(k, keys), bench.first_keys(v, keys)
         if quantized:
             return fa.quantized_decode_attention(x, *kv, scale=case["scale"], bits=bits, group_size=LOOP_GROUP_SIZE,
-                                                 backend=backend)
-        return fa.decode_attention(x, *kv, scale=case["scale"], backend=backend)
+                                                 key_ranges=key_ranges(keys), backend=backend)
+        return fa.decode_attention(x, *kv, scale=case["scale"], key_ranges=key_ranges(keys), backend=backend)
 
     def sdpa(x, keys):
+        mask = None if pads is None else mx.arange(keys)[None, None, None, :] >= mx.array(pads)[:, None, None, None]
         return mx.fast.scaled_dot_product_attention(x, bench.first_keys(case["k"], keys),
-                                                    bench.first_keys(case["v"], keys), scale=case["scale"])
+                                                    bench.first_keys(case["v"], keys), scale=case["scale"], mask=mask)
 
     def loop(step):
         def rounds():
@@ -122,7 +147,7 @@ def test_decode_loop(benchmark, backend, B, S, fmt):
             mx.eval(x)
         return rounds
 
-    benchmark.group = f"loop {fmt} B={B} S={S}"
+    benchmark.group = f"{'loop' if pads is None else 'padded loop'} {fmt} B={B} S={S}"
     benchmark.pedantic(loop(ours), rounds=ROUNDS, iterations=1, warmup_rounds=1)
     seconds = _median_seconds(benchmark, loop(ours)) / QUEUED_CALLS
     kv_bytes = sum(x.nbytes for x in (*k, *v)) if quantized else k.nbytes + v.nbytes
@@ -130,6 +155,8 @@ def test_decode_loop(benchmark, backend, B, S, fmt):
     info = benchmark.extra_info
     info.update(backend=backend, format=fmt, B=B, S=S, kv_bytes=kv_bytes, calls_per_round=QUEUED_CALLS,
                 gbps=kv_bytes / seconds / 1e9, grows_by=LOOP_ROOM)
+    if pads is not None:
+        info["pads"] = pads
     info["ratio_mx.fast.sdpa"] = min(bench.time_call(loop(sdpa), repeats=3)) / QUEUED_CALLS / seconds
 
 
