@@ -11,16 +11,15 @@ import timeit
 
 import mlx.core as mx
 
-from fusedattend._problem import _key_ranges
+from fusedattend._problem import _key_ranges, kernel_key_ranges, key_ranges_outside
 
 
 def check_as_mlx_ops(key_ranges, B, S):
     """The check as it was until 8ad17c7 (but for the sum that could wrap around), for comparison."""
     ranges = key_ranges.astype(mx.int64)
-    start, length = ranges[:, 0], ranges[:, 1]
-    if mx.any((start < 0) | (length < 0) | (start > S) | (length > S - start)).item():
+    if mx.any(key_ranges_outside(ranges[:, 0], ranges[:, 1], S)).item():
         raise ValueError("key_ranges")
-    return key_ranges.astype(mx.int32)
+    return kernel_key_ranges(key_ranges)
 
 
 def main():

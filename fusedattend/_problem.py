@@ -240,13 +240,22 @@ def _key_ranges(key_ranges, B, S):
     # host. As eight MLX ops the check cost about 15 µs of GPU time a call at B = 1 on the H200
     # (docs/h200/tip-debf231/).
     ranges = np.asarray(key_ranges).astype(np.int64)
-    start, length = ranges[:, 0], ranges[:, 1]
-    # length > S - start, not start + length > S: that sum can wrap around in int64
-    if np.any((start < 0) | (length < 0) | (start > S) | (length > S - start)):
+    if np.any(key_ranges_outside(ranges[:, 0], ranges[:, 1], S)):
         raise ValueError(
             f"key_ranges must hold 0 <= start, 0 <= length and start + length <= S = {S} per request"
         )
-    # The kernels read (B, 2) int32 row-major; a view (a column slice) reaches them as a copy.
+    return kernel_key_ranges(key_ranges)
+
+
+def key_ranges_outside(start, length, S):
+    """Per request, whether (start, length) leaves [0, S]: elementwise, on numpy or MLX int64
+    arrays alike. length > S - start, not start + length > S: that sum can wrap around in int64."""
+    return (start < 0) | (length < 0) | (start > S) | (length > S - start)
+
+
+def kernel_key_ranges(key_ranges):
+    """key_ranges as the kernels read them: (B, 2) int32 row-major; a view (a column slice)
+    reaches them as a copy."""
     return mx.contiguous(key_ranges.astype(mx.int32))
 
 
