@@ -4,7 +4,10 @@ import importlib.util
 from pathlib import Path
 
 import mlx.core as mx
+import numpy as np
 import pytest
+
+from fusedattend import _problem
 
 spec = importlib.util.spec_from_file_location(
     "key_ranges_check", Path(__file__).resolve().parents[1] / "ci/key_ranges_check.py")
@@ -16,15 +19,31 @@ RANGES = [(0, S), (0, 0), (S, 0), (3, S - 3), (3, S - 2), (-1, 2), (0, -1), (S +
           (2**62, 2**62), (2**63 - 1, 1)]
 
 
+B_BOTH_SIDES = (2, _problem.KEY_RANGES_AS_INTS_MAX_B, _problem.KEY_RANGES_AS_INTS_MAX_B + 1)
+
+
+@pytest.mark.parametrize("B", B_BOTH_SIDES, ids=lambda B: f"B{B}")
 @pytest.mark.parametrize("start, length", RANGES)
-def test_both_forms_accept_and_refuse_alike(start, length):
-    key_ranges = mx.array([[0, S], [start, length]], dtype=mx.int64)
+def test_both_forms_accept_and_refuse_alike(start, length, B):
+    """The shipped check reads Python ints up to KEY_RANGES_AS_INTS_MAX_B requests, numpy beyond:
+    B on both sides of that, the range under test in the last row."""
+    key_ranges = mx.array([[0, S]] * (B - 1) + [[start, length]], dtype=mx.int64)
     verdicts = []
     for check in (key_ranges_check._key_ranges, key_ranges_check.check_as_mlx_ops):
         try:
-            check(key_ranges, 2, S)
+            check(key_ranges, B, S)
             verdicts.append("accepted")
         except ValueError:
             verdicts.append("refused")
     valid = 0 <= start <= S and 0 <= length <= S - start
     assert verdicts == ["accepted" if valid else "refused"] * 2
+
+
+@pytest.mark.parametrize("B", B_BOTH_SIDES, ids=lambda B: f"B{B}")
+@pytest.mark.parametrize("dtype", [np.uint32, np.uint64, np.int8], ids=lambda d: d.__name__)
+def test_other_integer_dtypes(dtype, B):
+    """Unsigned values past S, and a narrow dtype's largest value, are refused on both host paths."""
+    top = np.iinfo(dtype).max  # uint64: past int64, which numpy's path casts to
+    for last, valid in (((0, 8), True), ((top, 0), False), ((0, top), False)):
+        key_ranges = mx.array(np.array([[0, 8]] * (B - 1) + [list(last)], dtype=dtype))
+        assert _problem.key_ranges_outside_on_host(key_ranges, 8) is (not valid)

@@ -5,9 +5,9 @@
 #                                     Hypothesis tests are the longest; SUITE_TESTS picks)
 #   ci/gpu/h200-session.sh sanitize   compute-sanitizer memcheck and racecheck over the parity
 #                                     grids A, Q and B, the pinned quantized layouts and the
-#                                     schedule tests of plain K/V on decode_mma.metal
-#                                     (SANITIZER_SETS, SANITIZER_TOOLS pick; SANITIZER_PARALLEL=1
-#                                     runs them side by side)
+#                                     schedule tests of plain K/V on decode_mma.metal and the
+#                                     key_ranges tests (SANITIZER_SETS, SANITIZER_TOOLS pick;
+#                                     SANITIZER_PARALLEL=1 runs them side by side)
 #   ci/gpu/h200-session.sh profile    the schedule sweep, Nsight Compute counters of each decode
 #                                     kernel and MLX's at two shapes, per-call overhead, the layer axis
 #   ci/gpu/h200-session.sh perf       H200 perf baselines (tests/perf), the benchmark table and plot
@@ -41,6 +41,9 @@ pinned_layouts=(tests/property/test_online_softmax_parity.py::test_quantized_mat
 # reads scales the packed loads cannot take (test_quantized_group_counts: 1, 3 and 4 groups a row);
 # test_quantized_staged_tiles_... splits short and long blocks with staged tiles (cp.async) and without.
 split_mma=(tests/kernels/test_gpu_schedule.py -k "split_mma or quantized_block_edges or quantized_scale_layouts or quantized_group_counts or staged_tiles")
+# Per-request key ranges as each call passes them (none of the grids above has any): blocks left
+# empty, replays with new values, views of wider arrays, and the refused values (6e60b02).
+key_ranges=(tests/kernels/test_gpu_schedule.py tests/test_replay.py tests/test_api.py -k key_ranges)
 # sanitized LOG SECONDS TESTS...: the tests under compute-sanitizer --tool $tool, into $OUT/LOG.log
 sanitized() {
   local log=$1 seconds=$2; shift 2
@@ -79,7 +82,7 @@ case "${1:-}" in
     # cuBLAS kernels (nvjet_*) drew racecheck reports of their own (docs/h200/mma/). Narrowing
     # racecheck with --kernel-name or --kernel-name-exclude made the sanitizer fail with an
     # internal error on the H200 (docs/h200/scatter/). Look for fa_ in the log.
-    # SANITIZER_SETS picks the test sets (default: all four). SANITIZER_PARALLEL=1 runs every
+    # SANITIZER_SETS picks the test sets (default: all five). SANITIZER_PARALLEL=1 runs every
     # (tool, set) at once, each its own process: memcheck and racecheck over grid_b and split_mma
     # took 3 min 35 s side by side (docs/h200/tip-f77cc62/), split_mma's memcheck alone 123 s (08:19).
     sanitize_set() {  # sanitize_set TOOL SET (sanitized reads $tool)
@@ -90,13 +93,14 @@ case "${1:-}" in
         layouts) HYPOTHESIS_PROFILE=pinned sanitized "$tool-layouts" "${SANITIZER_PINNED_S:-150}" "${pinned_layouts[@]}" ;;
         # memcheck over split_mma: 123 s alone (08:19), past 120 s beside the suites (08:07).
         split_mma) FUSEDATTEND_PEERS_ON_CPU=1 sanitized "$tool-split-mma" "${SANITIZER_MMA_S:-200}" "${split_mma[@]}" ;;
+        key_ranges) sanitized "$tool-key-ranges" "${SANITIZER_RANGES_S:-150}" "${key_ranges[@]}" ;;
       esac
     }
     for set in ${SANITIZER_SETS:-}; do
-      [[ " grid grid_b layouts split_mma " == *" $set "* ]] || { echo "unknown sanitizer set: $set (grid, grid_b, layouts, split_mma)" >&2; exit 2; }
+      [[ " grid grid_b layouts split_mma key_ranges " == *" $set "* ]] || { echo "unknown sanitizer set: $set (grid, grid_b, layouts, split_mma, key_ranges)" >&2; exit 2; }
     done
     for tool in ${SANITIZER_TOOLS:-memcheck racecheck}; do
-      for set in ${SANITIZER_SETS:-grid grid_b layouts split_mma}; do
+      for set in ${SANITIZER_SETS:-grid grid_b layouts split_mma key_ranges}; do
         if [[ ${SANITIZER_PARALLEL:-0} == 1 ]]; then sanitize_set "$tool" "$set" & else sanitize_set "$tool" "$set"; fi
       done
     done
