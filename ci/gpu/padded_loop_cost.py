@@ -1,0 +1,86 @@
+"""What a padded decode loop's key_ranges cost a step on MLX's CUDA backend, taken apart.
+
+    python3 ci/gpu/padded_loop_cost.py [B] [S]   # default 8 2048; rows as JSON lines
+
+Baseline 0031 (docs/h200/tip-b29a4b2/) timed tests/perf's padded loop at B = 8, S = 2048, bf16, at
+120.3 µs a step against 84.4 for the same loop without key_ranges, where ci/gpu/key_ranges_pieces.py
+puts 7.4 µs of host time on a call with key_ranges. This loop is the perf row's (20 chained steps
+on a cache one key longer each step, request b's keys from 37 b mod 512 on), with the ranges:
+- "made from Python each step" (the perf row): mx.array of a list, new memory each step that the
+  host writes and the kernels then read (MLX's CUDA arrays are managed memory);
+- "made once": one array of the first step's ranges, reused (not the loop's true ranges, so only
+  its timing is compared);
+- "from Python, copied on the GPU": the perf row's array, with its kernels' form made by an MLX op
+  (a copy the GPU writes) instead of handed over as it is;
+- "none": no key_ranges (the unpadded loop).
+Reported per variant, medians over ROUNDS rounds taken in turn: a step's wall µs, and CUPTI's
+kernels summed a step with the decode kernel's median.
+"""
+import json
+import os
+import statistics
+import sys
+import time
+
+import mlx.core as mx
+
+import fusedattend as fa
+from fusedattend import _problem, bench
+
+sys.path.insert(0, os.path.dirname(__file__))
+from kernel_gaps import profiled_kernels  # noqa: E402
+
+STEPS, ROUNDS, ROOM, PAD_STEP, PAD_MAX = 20, 5, 1024, 37, 512
+SHIPPED_KERNEL_FORM = _problem.kernel_key_ranges
+
+
+def copied_on_the_gpu(key_ranges):
+    return SHIPPED_KERNEL_FORM(key_ranges) + 0
+
+
+def main():
+    B = int(sys.argv[1]) if len(sys.argv) > 1 else 8
+    S = int(sys.argv[2]) if len(sys.argv) > 2 else 2048
+    case = bench.make_case(B, S + ROOM, "bfloat16")
+    k, v, q, scale = case["k"], case["v"], case["q"], case["scale"]
+    pads = [PAD_STEP * b % PAD_MAX for b in range(B)]
+    once = mx.array([[p, S - p] for p in pads], dtype=mx.int32)
+    mx.eval(once)
+    variants = {
+        "made from Python each step": lambda keys: mx.array([[p, keys - p] for p in pads], dtype=mx.int32),
+        "made once": lambda keys: once,
+        "from Python, copied on the GPU": lambda keys: mx.array([[p, keys - p] for p in pads], dtype=mx.int32),
+        "none": lambda keys: None,
+    }
+    steps = iter(range(10**9))
+
+    def loop(ranges):
+        x = q
+        for _ in range(STEPS):
+            keys = S + next(steps) % ROOM
+            x = fa.decode_attention(x, bench.first_keys(k, keys), bench.first_keys(v, keys), scale=scale,
+                                    key_ranges=ranges(keys), backend="cuda")
+        mx.eval(x)
+
+    samples = {}
+    for _ in range(ROUNDS):
+        for name, ranges in variants.items():
+            _problem.kernel_key_ranges = copied_on_the_gpu if "copied" in name else SHIPPED_KERNEL_FORM
+            loop(ranges)
+            kernels = profiled_kernels(lambda: loop(ranges))
+            t0 = time.perf_counter()
+            loop(ranges)
+            wall = (time.perf_counter() - t0) / STEPS * 1e6
+            decode = [dur for kname, _, dur in kernels if "fa_" in kname and "merge" not in kname]
+            samples.setdefault(name, []).append(
+                (wall, sum(d for _, _, d in kernels) / STEPS, statistics.median(decode) if decode else 0.0))
+    _problem.kernel_key_ranges = SHIPPED_KERNEL_FORM
+    for name, got in samples.items():
+        wall, kernels, decode = (statistics.median(x) for x in zip(*got))
+        print(json.dumps(dict(B=B, S=S, key_ranges=name, step_wall_us=round(wall, 1),
+                              all_kernels_us_a_step=round(kernels, 1), decode_kernel_us_median=round(decode, 1),
+                              rounds=[[round(x, 1) for x in r] for r in got])), flush=True)
+
+
+if __name__ == "__main__":
+    main()
