@@ -1,6 +1,6 @@
 """What checking a call's key_ranges costs the caller: the package's check (`_problem._key_ranges`,
-on the host since 8ad17c7: numpy, then Python ints up to B = 32) against the form before it (MLX ops, then `.item()`), µs a
-call on MLX's default device, best of 5 repeats.
+on the host since 8ad17c7: numpy, since b29a4b2 Python ints up to B = 32) against the form before
+it (MLX ops, then `.item()`), µs a call on MLX's default device, best of 5 repeats.
 
     python ci/key_ranges_check.py [S]   # default 2048; B = 1, 8, 32, 33, 256
 
@@ -31,7 +31,7 @@ def main():
         for name, check in (("host (shipped)", _key_ranges), ("MLX ops", check_as_mlx_ops)):
             number = 1000
             best = min(timeit.repeat(lambda: check(key_ranges, B, S), number=number, repeat=5))
-            print(f"B = {B:2d}  {name:16s} {best / number * 1e6:7.1f} µs a call", flush=True)
+            print(f"B = {B:3d}  {name:16s} {best / number * 1e6:7.1f} µs a call", flush=True)
 
 
 if __name__ == "__main__":

@@ -252,9 +252,10 @@ def key_ranges_outside(start, length, S):
     return (start < 0) | (length < 0) | (start > S) | (length > S - start)
 
 
-# Up to this many requests the values are checked as Python ints, beyond it by numpy: on the CI
-# machine the ints took 0.4 µs a call at B = 1, 4.8 at B = 32 and 35 at B = 256, numpy 6-8 µs at
-# every B (its dozen small ops).
+# Up to this many requests the values are checked as Python ints, beyond it by numpy (a dozen
+# small ops, about the same time at any B). On the CI machine the ints took 0.4 µs a call at
+# B = 1, 4.8 at B = 32 and 35 at B = 256, numpy 6-8 µs; inside a decode step on the H200's host
+# the ints 1.7-3.6 µs at B = 1 and 12-16 at B = 32, numpy 15-21 (docs/h200/tip-b29a4b2/).
 KEY_RANGES_AS_INTS_MAX_B = 32
 
 
