@@ -5,8 +5,8 @@ and how its values are checked.
 
 MLX's CUDA arrays live in managed memory (mlx/backend/cuda/allocator.cpp): arrays of at most 8
 bytes in a small pool advised read-mostly, every larger one in an allocation of its own, recycled
-through a cache. A page the host touched (a Python-made array; one numpy read, as
-`_problem._key_ranges` does since 8ad17c7) moves to the GPU again when a kernel reads it. In call
+through a cache. A page the host touched (a Python-made array; one host read, as
+`_problem._key_ranges` does since 8ad17c7: numpy, since b29a4b2 Python ints up to B = 32) moves to the GPU again when a kernel reads it. In call
 99 (docs/h200/key-ranges-host/) a GPU-made key_ranges at B = 8 read by numpy doubled the decode
 kernel's time once (call 100 did not repeat that at one call a step). This probe times each check against each way of making the array, at B = 1 (8
 bytes: the pool) and larger B, with one call a step and with LAYERS calls queued a step (one
@@ -15,7 +15,8 @@ also stops the host from queueing the next layer's call. Since 6e60b02 a repeate
 key_ranges replays its launches (backends.replay) and checks only their values; the variants
 "set up every call" patch the signature as before it (calls with key_ranges never repeat).
 Rounds take the variants in turn. Reported: CUPTI's kernels summed a step, the decode kernel's
-median, and a step's wall time; the form "none" passes no key_ranges, for comparison.
+median, and a step's wall time; the form "none" passes no key_ranges, for comparison. (Calls 99-101
+named the host check's variants "numpy, ...".)
 """
 import json
 import os
@@ -24,7 +25,6 @@ import sys
 import time
 
 import mlx.core as mx
-import numpy as np
 
 import fusedattend as fa
 from fusedattend import _problem, api, gpu
@@ -74,8 +74,8 @@ def never_repeated(signature):
 SHIPPED_SIGNATURE = _problem.call_signature
 # (the check, whether a repeat with key_ranges replays)
 VARIANTS = {
-    "numpy, replayed (shipped)": (_problem._key_ranges, True),
-    "numpy, set up every call": (_problem._key_ranges, False),
+    "host check, replayed (shipped)": (_problem._key_ranges, True),
+    "host check, set up every call": (_problem._key_ranges, False),
     "MLX ops (until 8ad17c7), set up every call": (check_as_mlx_ops, False),
     "MLX ops, compiled, replayed": (mlx_ops_compiled, True),
     "no check, replayed": (lambda key_ranges, B, S: _problem.kernel_key_ranges(key_ranges), True),
@@ -135,7 +135,7 @@ def rows(S):
             same = all(mx.array_equal(outputs[key], o).item() for key in outputs for o in outputs.values())
             out.append(dict(B=B, S=S, layers=layers, outputs_bit_identical=same))
             print(json.dumps(out[-1]), flush=True)
-    use("numpy, replayed (shipped)")
+    use("host check, replayed (shipped)")
     assert _problem._key_ranges is shipped
     return out
 
