@@ -107,6 +107,22 @@ def first_keys(cache, S):
     return cache[:, :, :S]
 
 
+# Left-padded batches (tests/perf's padded decode loops, ci/gpu/padded_loop_cost.py): request b's
+# keys start PAD_STEP * b mod PAD_MAX keys in.
+PAD_STEP, PAD_MAX = 37, 512
+
+
+def left_pads(B):
+    """Each request's padding, in keys."""
+    return [PAD_STEP * b % PAD_MAX for b in range(B)]
+
+
+def padded_key_ranges(pads, S):
+    """The (B, 2) int32 key_ranges of left-padded requests over S keys, made from Python each call
+    as a server would make them from its requests' lengths."""
+    return mx.array([[p, S - p] for p in pads], dtype=mx.int32)
+
+
 def make_case(B, S, fmt, H_q=32, H_kv=8, D=128, L=1, qdtype=mx.bfloat16, group_size=64, seed=0):
     """Random q/k/v (or quantized k/v) for one benchmark shape, evaluated."""
     mx.random.seed(seed)

@@ -5,7 +5,7 @@
 Baseline 0031 (docs/h200/tip-b29a4b2/) timed tests/perf's padded loop at B = 8, S = 2048, bf16, at
 120.3 µs a step against 84.4 for the same loop without key_ranges, where ci/gpu/key_ranges_pieces.py
 puts 7.4 µs of host time on a call with key_ranges. This loop is the perf row's (20 chained steps
-on a cache one key longer each step, request b's keys from 37 b mod 512 on), with the ranges:
+on a cache one key longer each step, request b's keys from bench.left_pads), with the ranges:
 - "made from Python each step" (the perf row): mx.array of a list, new memory each step that the
   host writes and the kernels then read (MLX's CUDA arrays are managed memory);
 - "made once": one array of the first step's ranges, reused (not the loop's true ranges, so only
@@ -30,7 +30,7 @@ from fusedattend import _problem, bench
 sys.path.insert(0, os.path.dirname(__file__))
 from kernel_gaps import profiled_kernels  # noqa: E402
 
-STEPS, ROUNDS, ROOM, PAD_STEP, PAD_MAX = 20, 5, 1024, 37, 512
+STEPS, ROUNDS, ROOM = 20, 5, 1024
 SHIPPED_KERNEL_FORM = _problem.kernel_key_ranges
 
 
@@ -43,13 +43,13 @@ def main():
     S = int(sys.argv[2]) if len(sys.argv) > 2 else 2048
     case = bench.make_case(B, S + ROOM, "bfloat16")
     k, v, q, scale = case["k"], case["v"], case["q"], case["scale"]
-    pads = [PAD_STEP * b % PAD_MAX for b in range(B)]
-    once = mx.array([[p, S - p] for p in pads], dtype=mx.int32)
+    pads = bench.left_pads(B)
+    once = bench.padded_key_ranges(pads, S)
     mx.eval(once)
     variants = {
-        "made from Python each step": lambda keys: mx.array([[p, keys - p] for p in pads], dtype=mx.int32),
+        "made from Python each step": lambda keys: bench.padded_key_ranges(pads, keys),
         "made once": lambda keys: once,
-        "from Python, copied on the GPU": lambda keys: mx.array([[p, keys - p] for p in pads], dtype=mx.int32),
+        "from Python, copied on the GPU": lambda keys: bench.padded_key_ranges(pads, keys),
         "none": lambda keys: None,
     }
     steps = iter(range(10**9))

@@ -95,19 +95,18 @@ def test_decode_loop(benchmark, backend, B, S, fmt):
     run_loop(benchmark, backend, B, S, fmt)
 
 
-# Padded batches (left-padded: request b's keys start PAD_STEP * b keys in, up to PAD_MAX): each
-# step passes key_ranges made from Python, as a server would from its requests' lengths; such
-# calls replay their launches since 6e60b02 and check only the ranges' values. The peer is MLX's
-# SDPA with the boolean mask those ranges stand for, made with MLX ops each step.
+# Padded batches (left-padded: bench.left_pads): each step passes key_ranges made from Python
+# (bench.padded_key_ranges), as a server would from its requests' lengths; such calls replay
+# their launches since 6e60b02 and check only the ranges' values. The peer is MLX's SDPA with the
+# boolean mask those ranges stand for, made with MLX ops each step.
 PADDED_SHAPES = [(B, S) for B in (8, 32) for S in (2048, 32768)]
-PAD_STEP, PAD_MAX = 37, 512
 
 
 @pytest.mark.perf
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("B,S", PADDED_SHAPES, ids=[f"B{B}-S{S}" for B, S in PADDED_SHAPES])
 def test_padded_decode_loop(benchmark, backend, B, S, fmt):
-    run_loop(benchmark, backend, B, S, fmt, pads=[PAD_STEP * b % PAD_MAX for b in range(B)])
+    run_loop(benchmark, backend, B, S, fmt, pads=bench.left_pads(B))
 
 
 def run_loop(benchmark, backend, B, S, fmt, pads=None):
@@ -125,7 +124,7 @@ def run_loop(benchmark, backend, B, S, fmt, pads=None):
     steps = itertools.count()
 
     def key_ranges(keys):
-        return None if pads is None else mx.array([[p, keys - p] for p in pads], dtype=mx.int32)
+        return None if pads is None else bench.padded_key_ranges(pads, keys)
 
     def ours(x, keys):
         kv = bench.first_keys(k, keys), bench.first_keys(v, keys)
