@@ -154,11 +154,11 @@ def test_replayed_key_ranges_values_are_checked(stub_gpu, quantized):
     as on the first call, and nothing is launched for them."""
     q, k, v = arrays(40, quantized, 0)
     for S in (40, 39):
-        call(q, first_keys(k, S) if quantized else k[:, :, :S], first_keys(v, S) if quantized else v[:, :, :S],
-             quantized, backend="cuda", key_ranges=mx.array([[0, S]], dtype=mx.int64))
+        call(q, first_keys(k, S), first_keys(v, S), quantized, backend="cuda",
+             key_ranges=mx.array([[0, S]], dtype=mx.int64))
     assert len(stub_gpu) == 2  # one block of S keys: each S its launch (the replayer's key_schedule)
     launched = len(Recorder.calls)
-    k39, v39 = (first_keys(x, 39) for x in (k, v)) if quantized else (k[:, :, :39], v[:, :, :39])
+    k39, v39 = first_keys(k, 39), first_keys(v, 39)
     for bad in ([[0, 40]], [[-1, 2]], [[40, 0]], [[2, -1]], [[2**62, 2**62]]):
         with pytest.raises(ValueError, match="key_ranges"):
             call(q, k39, v39, quantized, backend="cuda", key_ranges=mx.array(bad, dtype=mx.int64))

@@ -14,6 +14,7 @@ loop evaluates each layer before the next (the GPU idle while the host reads). M
 STEPS steps, µs.
 """
 import json
+import os
 import statistics
 import sys
 import time
@@ -23,6 +24,9 @@ import numpy as np
 
 import fusedattend as fa
 from fusedattend import _problem
+
+sys.path.insert(0, os.path.dirname(__file__))
+from schedule_sweep import decode_inputs  # noqa: E402
 
 STEPS, LAYERS = 40, 8
 AS_INTS_MAX_B = _problem.KEY_RANGES_AS_INTS_MAX_B
@@ -74,10 +78,7 @@ def main():
     S = int(sys.argv[1]) if len(sys.argv) > 1 else 2048
     backend = sys.argv[2] if len(sys.argv) > 2 else "cuda"
     for B in (1, 8, 32):
-        q = mx.random.normal((B, 32, 1, 128)).astype(mx.bfloat16)
-        k = mx.random.normal((B, 8, S, 128)).astype(mx.bfloat16)
-        v = mx.random.normal((B, 8, S, 128)).astype(mx.bfloat16)
-        mx.eval(q, k, v)
+        q, k, v = decode_inputs(B, S)
         for idle in (False, True):
             row = dict(B=B, S=S, layers=LAYERS, gpu="idle while the host reads" if idle else "busy", backend=backend)
             row.update(pieces(q, k, v, S, backend, idle))
