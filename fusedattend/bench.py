@@ -107,6 +107,27 @@ def first_keys(cache, S):
     return cache[:, :, :S]
 
 
+def growing_loop(step, x0, S, steps, room):
+    """A decode loop on a growing cache, as one callable per implementation: each call runs `steps`
+    chained steps (each step's query the step before's output, from x0) and returns the last
+    output; step i of the n-th call is on the cache's first S + (n * steps + i) % room keys.
+
+    Every implementation timed gets its own, so all of them see the same sequence of S, each S new
+    to it until `room` wraps (mlx_lm's caches hand each step a slice one key longer). One counter
+    shared by the implementations timed in turn gave each a later stretch of the sequence: the
+    peers timed after ours read more keys a step (up to 2.5x at S = 2048 in ci/gpu/decode_loop.py
+    before 2026-12-02)."""
+    keys = itertools.count()
+
+    def run():
+        x = x0
+        for _ in range(steps):
+            x = step(x, S + next(keys) % room)
+        return x
+
+    return run
+
+
 # Left-padded batches (tests/perf's padded decode loops, ci/gpu/padded_loop_cost.py): request b's
 # keys start PAD_STEP * b mod PAD_MAX keys in.
 PAD_STEP, PAD_MAX = 37, 512

@@ -10,11 +10,13 @@ mlx_lm's 4-bit path, µs a step, the best of `rounds`:
 - `queued`: `steps` steps built, then evaluated once, each step's query the step before's output
   (as a model's layers chain);
 - `host`: the same steps' calls made and dropped, never evaluated (each from the first query);
-each with the cache growing (S0, S0 + 1, ...; slicing included) and at S0 every step. An
+each with the cache growing (S0, S0 + 1, ...; slicing included; the same S sequence for every
+implementation) and at S0 every step. An
 implementation that raises (mlx_lm's 4-bit path on MLX's CUDA backend from S = 2049 on) is
 recorded with its error. Writes $OUT/decode_loop_B_S0.json.
 """
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -23,7 +25,7 @@ import time
 import mlx.core as mx
 
 import fusedattend as fa
-from fusedattend.bench import first_keys, time_call
+from fusedattend.bench import first_keys, growing_loop, time_call
 
 H_Q, H_KV, D, GROUP_SIZE, BITS = 32, 8, 128, 64, 4
 
@@ -80,28 +82,24 @@ def main():
                                                    group_size=GROUP_SIZE, bits=BITS)
     except ImportError:
         pass
-    grown = [0]
-
-    def next_S(grow):
-        if not grow:
-            return S0
-        grown[0] = (grown[0] + 1) % room
-        return S0 + grown[0]
 
     def queued(fn, grow):
-        def steps():
-            x = q
-            for _ in range(args.steps):
-                x = fn(x, next_S(grow))
-            return x
+        # Each implementation's own loop (bench.growing_loop), so that all read the same sequence of
+        # S (before 2026-12-02 one counter ran on through every implementation: MLX's SDPA, timed
+        # after ours, read S0 + 3141 to S0 + 3280 keys where ours read S0 + 21 to S0 + 160); room 1:
+        # S0 every step.
+        steps = growing_loop(fn, q, S0, args.steps, room if grow else 1)
         return min(time_call(steps, repeats=args.rounds)) / args.steps * 1e6
 
     def host(fn, grow):
+        # Calls made and dropped, each from the first query; S goes on where queued's loop stopped.
+        first = (args.rounds + 1) * args.steps if grow else 0
+        sizes = itertools.count(first)
         best = float("inf")
         for _ in range(args.rounds):
             t0 = time.perf_counter()
             for _ in range(args.steps * 10):
-                fn(q, next_S(grow))
+                fn(q, S0 + (next(sizes) % room if grow else 0))
             best = min(best, (time.perf_counter() - t0) / (args.steps * 10))
         return best * 1e6
 

@@ -1,0 +1,68 @@
+"""Decode-loop benchmarks time every implementation on the same sequence of cache lengths.
+
+bench.growing_loop gives each implementation a loop of its own; tests/perf's loop rows time ours
+and MLX's SDPA with it. Until 2026-12-02 one counter ran on through both, so the peer, timed
+after ours, read longer caches than ours did; these tests fail on that form.
+"""
+import mlx.core as mx
+import pytest
+
+import fusedattend as fa
+from fusedattend import bench
+from tests.perf import test_decode_perf as perf
+
+
+def recording_step(seen):
+    def step(x, keys):
+        seen.append(keys)
+        return x + 1
+    return step
+
+
+def test_each_loop_has_its_own_sequence_of_lengths():
+    ours, peer = [], []
+    run_ours = bench.growing_loop(recording_step(ours), mx.array(0), 100, 3, 5)
+    run_peer = bench.growing_loop(recording_step(peer), mx.array(0), 100, 3, 5)
+    assert run_ours().item() == 3  # chained: each step's output is the next step's query
+    run_ours()
+    run_peer()
+    run_peer()
+    assert ours == peer == [100, 101, 102, 103, 104, 100]  # one key longer a step, back to S after `room`
+
+
+class RecordingBenchmark:
+    """pytest-benchmark's fixture as under xdist: pedantic runs the rounds, no stats kept."""
+    stats = None
+
+    def __init__(self):
+        self.extra_info = {}
+
+    def pedantic(self, fn, rounds, iterations, warmup_rounds):
+        for _ in range(warmup_rounds + rounds * iterations):
+            fn()
+
+
+@pytest.mark.parametrize("pads", [None, [0, 3]])
+def test_perf_loop_times_the_peer_on_ours_lengths(monkeypatch, pads):
+    """tests/perf's decode-loop rows: the peer's loop reads the lengths ours read, round by round."""
+    lengths = {"ours": [], "mx.fast.sdpa": []}
+
+    def ours(q, k, v, **kwargs):
+        lengths["ours"].append(k.shape[2])
+        return q
+
+    def sdpa(q, k, v, **kwargs):
+        lengths["mx.fast.sdpa"].append(k.shape[2])
+        return q
+
+    monkeypatch.setattr(perf, "ON_GPU", True)
+    monkeypatch.setattr(fa, "decode_attention", ours)
+    monkeypatch.setattr(mx.fast, "scaled_dot_product_attention", sdpa)
+    benchmark = RecordingBenchmark()
+    perf.run_loop(benchmark, "cuda", 2, 16, "bfloat16", pads=pads)
+    timed = perf.QUEUED_CALLS * (perf.ROUNDS + 1)  # a warm-up round, then ROUNDS
+    want = [16 + i for i in range(timed)]
+    # ours: pytest-benchmark's rounds, then (no stats under xdist) the same protocol once more
+    assert lengths["ours"] == want + want
+    assert lengths["mx.fast.sdpa"] == want
+    assert benchmark.extra_info["ratio_mx.fast.sdpa"] > 0
