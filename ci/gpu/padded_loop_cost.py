@@ -10,17 +10,22 @@ on a cache one key longer each step, request b's keys from bench.left_pads), wit
   host writes and the kernels then read (MLX's CUDA arrays are managed memory);
 - "made once": the same steps' arrays, made and evaluated before the loop (the same values:
   only where the array comes from differs);
+- "made once, never read on the host": those arrays with the values' host check skipped (a
+  timing variant: MLX's CUDA arrays are managed memory, and a host read of a page the GPU read
+  last moves it back to the host);
 - "from Python, copied on the GPU": the perf row's array, with its kernels' form made by an MLX op
   (a copy the GPU writes) instead of handed over as it is;
 - "none": no key_ranges (the unpadded loop).
 Every loop runs the same steps (S to S + STEPS - 1 keys), so the variants read the same keys.
-Reported per variant, medians over ROUNDS rounds taken in turn: a step's wall µs, and CUPTI's
-kernels summed a step with the decode kernel's median. (Before 2026-12-02 one counter ran on
-through every loop, so each variant's loops were on other S, and "made once" reused the first
-step's array: its kernels read up to a third fewer keys than the others'.)
+Reported per variant, medians over ROUNDS rounds taken in turn: a step's wall µs, CUPTI's kernels
+summed a step, the decode kernel's median, and each kind of kernel's µs a step. (Before
+2026-12-02 one counter ran on through every loop, so each variant's loops were on other S, and
+"made once" reused the first step's array: its kernels read up to a third fewer keys than the
+others'.)
 """
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -37,8 +42,15 @@ STEPS, ROUNDS = 20, 5
 SHIPPED_KERNEL_FORM = _problem.kernel_key_ranges
 
 
+SHIPPED_CHECK = _problem.key_ranges_outside_on_host
+
+
 def copied_on_the_gpu(key_ranges):
     return SHIPPED_KERNEL_FORM(key_ranges) + 0
+
+
+def never_read(key_ranges, S):
+    return False
 
 
 def main():
@@ -52,6 +64,7 @@ def main():
     variants = {
         "made from Python each step": lambda keys: bench.padded_key_ranges(pads, keys),
         "made once": lambda keys: once[keys],
+        "made once, never read on the host (check skipped)": lambda keys: once[keys],
         "from Python, copied on the GPU": lambda keys: bench.padded_key_ranges(pads, keys),
         "none": lambda keys: None,
     }
@@ -63,10 +76,11 @@ def main():
                                     key_ranges=ranges(keys), backend="cuda")
         mx.eval(x)
 
-    samples = {}
+    samples, by_kind = {}, {}
     for _ in range(ROUNDS):
         for name, ranges in variants.items():
             _problem.kernel_key_ranges = copied_on_the_gpu if "copied" in name else SHIPPED_KERNEL_FORM
+            _problem.key_ranges_outside_on_host = never_read if "never read" in name else SHIPPED_CHECK
             loop(ranges)
             kernels = profiled_kernels(lambda: loop(ranges))
             t0 = time.perf_counter()
@@ -75,12 +89,23 @@ def main():
             decode = [dur for kname, _, dur in kernels if "fa_" in kname and "merge" not in kname]
             samples.setdefault(name, []).append(
                 (wall, sum(d for _, _, d in kernels) / STEPS, statistics.median(decode) if decode else 0.0))
-    _problem.kernel_key_ranges = SHIPPED_KERNEL_FORM
+            for kname, _, dur in kernels:
+                kind = by_kind.setdefault(name, {}).setdefault(short_name(kname), [0.0] * ROUNDS)
+                kind[len(samples[name]) - 1] += dur / STEPS
+    _problem.kernel_key_ranges, _problem.key_ranges_outside_on_host = SHIPPED_KERNEL_FORM, SHIPPED_CHECK
     for name, got in samples.items():
         wall, kernels, decode = (statistics.median(x) for x in zip(*got))
         print(json.dumps(dict(B=B, S=S, key_ranges=name, step_wall_us=round(wall, 1),
                               all_kernels_us_a_step=round(kernels, 1), decode_kernel_us_median=round(decode, 1),
+                              kernels_us_a_step_by_name={k: round(statistics.median(v), 1)
+                                                         for k, v in by_kind[name].items()},
                               rounds=[[round(x, 1) for x in r] for r in got])), flush=True)
+
+
+def short_name(kernel):
+    """A kernel's name without MLX's prefix, its digest and its arguments."""
+    name = kernel.split("(")[0].replace("mlx::core::cu::", "").replace("custom_kernel_", "")
+    return re.sub(r"_[0-9a-f]{12}$", "", name)[:60]
 
 
 if __name__ == "__main__":
