@@ -1,6 +1,9 @@
 """What a padded decode loop's key_ranges cost a step on MLX's CUDA backend, taken apart.
 
-    python3 ci/gpu/padded_loop_cost.py [B] [S]   # default 8 2048; rows as JSON lines
+    python3 ci/gpu/padded_loop_cost.py [B] [S] [--each-step]   # default 8 2048; rows as JSON lines
+
+--each-step evaluates every step before the next is built, as a server that samples each token
+does (by default the loop's 20 steps are built, then evaluated at once, as tests/perf queues them).
 
 Baseline 0031 (docs/h200/tip-b29a4b2/) timed tests/perf's padded loop at B = 8, S = 2048, bf16, at
 120.3 µs a step against 84.4 for the same loop without key_ranges, where ci/gpu/key_ranges_pieces.py
@@ -54,8 +57,10 @@ def never_read(key_ranges, S):
 
 
 def main():
-    B = int(sys.argv[1]) if len(sys.argv) > 1 else 8
-    S = int(sys.argv[2]) if len(sys.argv) > 2 else 2048
+    each_step = "--each-step" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--each-step"]
+    B = int(args[0]) if len(args) > 0 else 8
+    S = int(args[1]) if len(args) > 1 else 2048
     case = bench.make_case(B, S + STEPS, "bfloat16")
     k, v, q, scale = case["k"], case["v"], case["q"], case["scale"]
     pads = bench.left_pads(B)
@@ -74,6 +79,8 @@ def main():
         for keys in range(S, S + STEPS):
             x = fa.decode_attention(x, bench.first_keys(k, keys), bench.first_keys(v, keys), scale=scale,
                                     key_ranges=ranges(keys), backend="cuda")
+            if each_step:
+                mx.eval(x)
         mx.eval(x)
 
     samples, by_kind = {}, {}
@@ -95,7 +102,7 @@ def main():
     _problem.kernel_key_ranges, _problem.key_ranges_outside_on_host = SHIPPED_KERNEL_FORM, SHIPPED_CHECK
     for name, got in samples.items():
         wall, kernels, decode = (statistics.median(x) for x in zip(*got))
-        print(json.dumps(dict(B=B, S=S, key_ranges=name, step_wall_us=round(wall, 1),
+        print(json.dumps(dict(B=B, S=S, each_step=each_step, key_ranges=name, step_wall_us=round(wall, 1),
                               all_kernels_us_a_step=round(kernels, 1), decode_kernel_us_median=round(decode, 1),
                               kernels_us_a_step_by_name={k: round(statistics.median(v), 1)
                                                          for k, v in by_kind[name].items()},
