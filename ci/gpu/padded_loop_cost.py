@@ -14,8 +14,7 @@ on a cache one key longer each step, request b's keys from bench.left_pads), wit
 - "made once": the same steps' arrays, made and evaluated before the loop (the same values:
   only where the array comes from differs);
 - "made once, never read on the host": those arrays with the values' host check skipped (a
-  timing variant: MLX's CUDA arrays are managed memory, and a host read of a page the GPU read
-  last moves it back to the host);
+  timing variant: a host read of a page the GPU read last moves it back to the host);
 - "from Python, copied on the GPU": the perf row's array, with its kernels' form made by an MLX op
   (a copy the GPU writes) instead of handed over as it is;
 - "none": no key_ranges (the unpadded loop).
@@ -42,10 +41,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from kernel_gaps import profiled_kernels  # noqa: E402
 
 STEPS, ROUNDS = 20, 5
-SHIPPED_KERNEL_FORM = _problem.kernel_key_ranges
-
-
-SHIPPED_CHECK = _problem.key_ranges_outside_on_host
+SHIPPED_KERNEL_FORM, SHIPPED_CHECK = _problem.kernel_key_ranges, _problem.key_ranges_outside_on_host
 
 
 def copied_on_the_gpu(key_ranges):
