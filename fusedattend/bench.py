@@ -144,6 +144,12 @@ def padded_key_ranges(pads, S):
     return mx.array([[p, S - p] for p in pads], dtype=mx.int32)
 
 
+def padded_mask(pads, S):
+    """The boolean mask (B, 1, 1, S) those key_ranges stand for, made with MLX ops each call: the
+    peers' (mx.fast.scaled_dot_product_attention) way to the same left-padded batch."""
+    return mx.arange(S)[None, None, None, :] >= mx.array(pads)[:, None, None, None]
+
+
 def make_case(B, S, fmt, H_q=32, H_kv=8, D=128, L=1, qdtype=mx.bfloat16, group_size=64, seed=0):
     """Random q/k/v (or quantized k/v) for one benchmark shape, evaluated."""
     mx.random.seed(seed)

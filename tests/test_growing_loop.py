@@ -66,3 +66,14 @@ def test_perf_loop_times_the_peer_on_ours_lengths(monkeypatch, pads):
     assert lengths["ours"] == want + want
     assert lengths["mx.fast.sdpa"] == want
     assert benchmark.extra_info["ratio_mx.fast.sdpa"] > 0
+
+
+def test_padded_mask_stands_for_the_padded_key_ranges():
+    """The padded loops' peer (MLX's SDPA with bench.padded_mask) sees the keys ours sees."""
+    pads = bench.left_pads(16)
+    S = max(pads) + 3
+    ranges = bench.padded_key_ranges(pads, S).tolist()
+    mask = bench.padded_mask(pads, S)
+    assert mask.shape == (16, 1, 1, S)
+    want = [[start <= j < start + length for j in range(S)] for start, length in ranges]
+    assert mask[:, 0, 0, :].tolist() == want

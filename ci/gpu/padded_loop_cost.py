@@ -17,7 +17,9 @@ on a cache one key longer each step, request b's keys from bench.left_pads), wit
   timing variant: a host read of a page the GPU read last moves it back to the host);
 - "from Python, copied on the GPU": the perf row's array, with its kernels' form made by an MLX op
   (a copy the GPU writes) instead of handed over as it is;
-- "none": no key_ranges (the unpadded loop).
+- "none": no key_ranges (the unpadded loop);
+- MLX's SDPA with the boolean mask those ranges stand for, made each step (bench.padded_mask:
+  the perf rows' peer), and without a mask.
 Every loop runs the same steps (S to S + STEPS - 1 keys), so the variants read the same keys.
 Reported per variant, medians over ROUNDS rounds taken in turn: a step's wall µs, CUPTI's kernels
 summed a step, the decode kernel's median, and each kind of kernel's µs a step. (Before
@@ -62,32 +64,43 @@ def main():
     pads = bench.left_pads(B)
     once = {keys: bench.padded_key_ranges(pads, keys) for keys in range(S, S + STEPS)}
     mx.eval(list(once.values()))
+
+    def ours(ranges):
+        return lambda x, keys: fa.decode_attention(x, bench.first_keys(k, keys), bench.first_keys(v, keys),
+                                                   scale=scale, key_ranges=ranges(keys), backend="cuda")
+
+    def sdpa(masked):
+        return lambda x, keys: mx.fast.scaled_dot_product_attention(
+            x, bench.first_keys(k, keys), bench.first_keys(v, keys), scale=scale,
+            mask=bench.padded_mask(pads, keys) if masked else None)
+
     variants = {
-        "made from Python each step": lambda keys: bench.padded_key_ranges(pads, keys),
-        "made once": lambda keys: once[keys],
-        "made once, never read on the host (check skipped)": lambda keys: once[keys],
-        "from Python, copied on the GPU": lambda keys: bench.padded_key_ranges(pads, keys),
-        "none": lambda keys: None,
+        "made from Python each step": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
+        "made once": ours(lambda keys: once[keys]),
+        "made once, never read on the host (check skipped)": ours(lambda keys: once[keys]),
+        "from Python, copied on the GPU": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
+        "none": ours(lambda keys: None),
+        "MLX's SDPA, the boolean mask made each step (the perf rows' peer)": sdpa(True),
+        "MLX's SDPA, no mask": sdpa(False),
     }
 
-    def loop(ranges):
+    def loop(step):
         x = q
         for keys in range(S, S + STEPS):
-            x = fa.decode_attention(x, bench.first_keys(k, keys), bench.first_keys(v, keys), scale=scale,
-                                    key_ranges=ranges(keys), backend="cuda")
+            x = step(x, keys)
             if each_step:
                 mx.eval(x)
         mx.eval(x)
 
     samples, by_kind = {}, {}
     for _ in range(ROUNDS):
-        for name, ranges in variants.items():
+        for name, step in variants.items():
             _problem.kernel_key_ranges = copied_on_the_gpu if "copied" in name else SHIPPED_KERNEL_FORM
             _problem.key_ranges_outside_on_host = never_read if "never read" in name else SHIPPED_CHECK
-            loop(ranges)
-            kernels = profiled_kernels(lambda: loop(ranges))
+            loop(step)
+            kernels = profiled_kernels(lambda: loop(step))
             t0 = time.perf_counter()
-            loop(ranges)
+            loop(step)
             wall = (time.perf_counter() - t0) / STEPS * 1e6
             decode = [dur for kname, _, dur in kernels if "fa_" in kname and "merge" not in kname]
             samples.setdefault(name, []).append(

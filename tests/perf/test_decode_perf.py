@@ -141,7 +141,7 @@ def run_loop(benchmark, backend, B, S, fmt, pads=None):
         return fa.decode_attention(x, *kv, scale=case["scale"], key_ranges=key_ranges(keys), backend=backend)
 
     def sdpa(x, keys):
-        mask = None if pads is None else mx.arange(keys)[None, None, None, :] >= mx.array(pads)[:, None, None, None]
+        mask = None if pads is None else bench.padded_mask(pads, keys)
         return mx.fast.scaled_dot_product_attention(x, bench.first_keys(case["k"], keys),
                                                     bench.first_keys(case["v"], keys), scale=case["scale"], mask=mask)
 
