@@ -13,8 +13,9 @@ on a cache one key longer each step, request b's keys from bench.left_pads), wit
   host writes and the kernels then read (MLX's CUDA arrays are managed memory);
 - "made once": the same steps' arrays, made and evaluated before the loop (the same values:
   only where the array comes from differs);
-- "made once, never read on the host": those arrays with the values' host check skipped (a
-  timing variant: a host read of a page the GPU read last moves it back to the host);
+- "made once, never read on the host": those arrays, the check skipped (key_ranges_cost.unchecked,
+  that probe's "no check" variant; timing only: a host read of a page the GPU read last moves it
+  back to the host);
 - "from Python, copied on the GPU": the perf row's array, with its kernels' form made by an MLX op
   (a copy the GPU writes) instead of handed over as it is;
 - "none": no key_ranges (the unpadded loop);
@@ -41,17 +42,14 @@ from fusedattend import _problem, bench
 
 sys.path.insert(0, os.path.dirname(__file__))
 from kernel_gaps import profiled_kernels  # noqa: E402
+from key_ranges_cost import unchecked  # noqa: E402
 
 STEPS, ROUNDS = 20, 5
-SHIPPED_KERNEL_FORM, SHIPPED_CHECK = _problem.kernel_key_ranges, _problem.key_ranges_outside_on_host
+SHIPPED_KERNEL_FORM, SHIPPED_CHECK = _problem.kernel_key_ranges, _problem._key_ranges
 
 
 def copied_on_the_gpu(key_ranges):
     return SHIPPED_KERNEL_FORM(key_ranges) + 0
-
-
-def never_read(key_ranges, S):
-    return False
 
 
 def main():
@@ -96,7 +94,7 @@ def main():
     for _ in range(ROUNDS):
         for name, step in variants.items():
             _problem.kernel_key_ranges = copied_on_the_gpu if "copied" in name else SHIPPED_KERNEL_FORM
-            _problem.key_ranges_outside_on_host = never_read if "never read" in name else SHIPPED_CHECK
+            _problem._key_ranges = unchecked if "never read" in name else SHIPPED_CHECK
             loop(step)
             kernels = profiled_kernels(lambda: loop(step))
             t0 = time.perf_counter()
@@ -108,7 +106,7 @@ def main():
             for kname, _, dur in kernels:
                 kind = by_kind.setdefault(name, {}).setdefault(short_name(kname), [0.0] * ROUNDS)
                 kind[len(samples[name]) - 1] += dur / STEPS
-    _problem.kernel_key_ranges, _problem.key_ranges_outside_on_host = SHIPPED_KERNEL_FORM, SHIPPED_CHECK
+    _problem.kernel_key_ranges, _problem._key_ranges = SHIPPED_KERNEL_FORM, SHIPPED_CHECK
     for name, got in samples.items():
         wall, kernels, decode = (statistics.median(x) for x in zip(*got))
         print(json.dumps(dict(B=B, S=S, each_step=each_step, key_ranges=name, step_wall_us=round(wall, 1),
