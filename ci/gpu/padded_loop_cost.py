@@ -43,7 +43,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from kernel_gaps import profiled_kernels  # noqa: E402
 from key_ranges_cost import unchecked  # noqa: E402
 
-STEPS, ROUNDS = 20, 5
+STEPS, ROUNDS = 20, int(os.environ.get("PADDED_ROUNDS", "5"))
+ONLY = os.environ.get("PADDED_VARIANTS", "")  # variants whose names start with one of these (|-separated)
 SHIPPED_CHECK = _problem._key_ranges
 
 
@@ -69,12 +70,16 @@ def main():
 
     variants = {
         "by value, made from Python each step (the perf row)": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
+        "by value, made once (read on the host, by no kernel)": ours(lambda keys: once[keys]),
         "in memory, made from Python each step": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
         "in memory, made once, never read on the host (check skipped)": ours(lambda keys: once[keys]),
         "none": ours(lambda keys: None),
         "MLX's SDPA, the boolean mask made each step (the perf rows' peer)": sdpa(True),
         "MLX's SDPA, no mask": sdpa(False),
     }
+
+    if ONLY:
+        variants = {name: step for name, step in variants.items() if name.startswith(tuple(ONLY.split("|")))}
 
     def loop(step):
         x = q
