@@ -48,6 +48,15 @@ ONLY = os.environ.get("PADDED_VARIANTS", "")  # variants whose names start with 
 SHIPPED_CHECK = _problem._key_ranges
 
 
+def unused(array):
+    """Keeps a Python-made array alive for the step, passes no key_ranges."""
+    kept.append(array)
+    del kept[:-STEPS]
+
+
+kept = []
+
+
 def main():
     each_step = "--each-step" in sys.argv
     args = [a for a in sys.argv[1:] if a != "--each-step"]
@@ -74,6 +83,7 @@ def main():
         "in memory, made from Python each step": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
         "in memory, made once, never read on the host (check skipped)": ours(lambda keys: once[keys]),
         "none": ours(lambda keys: None),
+        "none, an unused array made from Python each step": ours(lambda keys: unused(bench.padded_key_ranges(pads, keys))),
         "MLX's SDPA, the boolean mask made each step (the perf rows' peer)": sdpa(True),
         "MLX's SDPA, no mask": sdpa(False),
     }
