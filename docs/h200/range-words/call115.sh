@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 2x), our variants and none only: by value (made each step; made once), in memory, none.
+# Call 115: as call 114, "none" beside an unused array made from Python each step (no key_ranges).
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 python3 -c 'import mlx.core' || exit 3
 date -u > $OUT/times.txt; md5sum metal/* fusedattend/*.py > $OUT/md5.txt
