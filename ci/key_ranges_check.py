@@ -11,7 +11,7 @@ import timeit
 
 import mlx.core as mx
 
-from fusedattend._problem import KeyRanges, _key_ranges, kernel_key_ranges, key_ranges_outside
+from fusedattend._problem import _key_ranges, kernel_key_ranges, key_ranges_outside
 
 
 def check_as_mlx_ops(key_ranges, B, S):
@@ -19,7 +19,7 @@ def check_as_mlx_ops(key_ranges, B, S):
     ranges = key_ranges.astype(mx.int64)
     if mx.any(key_ranges_outside(ranges[:, 0], ranges[:, 1], S)).item():
         raise ValueError("key_ranges")
-    return KeyRanges(kernel_key_ranges(key_ranges), None)
+    return kernel_key_ranges(key_ranges)
 
 
 def main():

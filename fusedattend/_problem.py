@@ -61,7 +61,7 @@ class Problem(NamedTuple):  # a NamedTuple: immutable, and 4x cheaper to build t
     v: object
     scale: float
     mask: Mask
-    key_ranges: Optional["KeyRanges"]  # checked, or None
+    key_ranges: Optional[mx.array]  # (B, 2) int32, or None
     layered: bool  # the arrays are 5-D: the caller passed the layer axis
     bits: Optional[int] = None
     group_size: Optional[int] = None
@@ -79,7 +79,7 @@ class Problem(NamedTuple):  # a NamedTuple: immutable, and 4x cheaper to build t
     @property
     def arrays(self):
         """The caller's arrays in the kernels' order: q, k, v; quantized, q and the six of K/V;
-        then the checked KeyRanges where the call has them."""
+        then the (checked, int32) key_ranges where the call has them."""
         ranges = () if self.key_ranges is None else (self.key_ranges,)
         if isinstance(self.k, QuantizedKV):
             return (self.q, *self.k, *self.v, *ranges)
@@ -227,7 +227,7 @@ def _mask(mask, target_shape):
 
 
 def _key_ranges(key_ranges, B, S):
-    """Validate per-request (start, length) key ranges; returns their KeyRanges."""
+    """Validate per-request (start, length) key ranges; returns a (B, 2) int32 array."""
     if key_ranges is None:
         return None
     if not isinstance(key_ranges, mx.array):
@@ -239,22 +239,11 @@ def _key_ranges(key_ranges, B, S):
     # The check reads the values, so it waits for them either way, then checks them on the host.
     # As eight MLX ops the check cost about 15 µs of GPU time a call at B = 1 on the H200
     # (docs/h200/tip-debf231/).
-    values = key_range_values(key_ranges)
-    if key_ranges_outside_on_host(values, S):
+    if key_ranges_outside_on_host(key_ranges, S):
         raise ValueError(
             f"key_ranges must hold 0 <= start, 0 <= length and start + length <= S = {S} per request"
         )
-    return KeyRanges(kernel_key_ranges(key_ranges), values if isinstance(values, list) else None)
-
-
-class KeyRanges(NamedTuple):
-    """A call's key ranges once checked: `array`, the (B, 2) int32 array the kernels read in
-    device memory (kernel_key_ranges), and `values`, the [start, length] pairs as the check read
-    them on the host (Python ints, up to KEY_RANGES_AS_INTS_MAX_B requests; else None), which the
-    GPU backends hand their kernels by value instead (fusedattend/gpu.py, RANGE_WORDS)."""
-
-    array: mx.array
-    values: Optional[list]
+    return kernel_key_ranges(key_ranges)
 
 
 def key_ranges_outside(start, length, S):
@@ -270,19 +259,12 @@ def key_ranges_outside(start, length, S):
 KEY_RANGES_AS_INTS_MAX_B = 32
 
 
-def key_range_values(key_ranges):
-    """A (B, 2) integer mx.array's values, read on the host: a list of [start, length] Python
-    ints up to KEY_RANGES_AS_INTS_MAX_B requests, else an int64 numpy array."""
+def key_ranges_outside_on_host(key_ranges, S):
+    """Whether any request's range of a (B, 2) integer mx.array leaves [0, S], read on the host."""
     if key_ranges.shape[0] <= KEY_RANGES_AS_INTS_MAX_B:
-        return key_ranges.tolist()
-    return np.asarray(key_ranges).astype(np.int64)
-
-
-def key_ranges_outside_on_host(values, S):
-    """Whether any request's range of key_range_values' values leaves [0, S]."""
-    if isinstance(values, list):
-        return any(key_ranges_outside(start, length, S) for start, length in values)
-    return bool(np.any(key_ranges_outside(values[:, 0], values[:, 1], S)))
+        return any(key_ranges_outside(start, length, S) for start, length in key_ranges.tolist())
+    ranges = np.asarray(key_ranges).astype(np.int64)
+    return bool(np.any(key_ranges_outside(ranges[:, 0], ranges[:, 1], S)))
 
 
 def kernel_key_ranges(key_ranges):
@@ -343,7 +325,7 @@ def _remember(signature):
 
 def repeated_key_ranges(key_ranges, queries, S):
     """The key_ranges of a call whose signature already passed the checks, as the kernels take
-    them: () without, else (KeyRanges,) once its values passed _key_ranges (the signature
+    them: () without, else (the int32 array,) once its values passed _key_ranges (the signature
     holds their shape and dtype, not their values)."""
     if key_ranges is None:
         return ()

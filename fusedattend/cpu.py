@@ -275,7 +275,7 @@ def _run(problem: Problem, k_block_of, v_block_of) -> mx.array:
     elif mask.kind == "bool":
         mask_np = np.asarray(mask.array)
     if problem.key_ranges is not None:
-        ranges = np.asarray(problem.key_ranges.array).astype(np.int64)
+        ranges = np.asarray(problem.key_ranges).astype(np.int64)
     else:
         ranges = np.tile(np.array([0, S], np.int64), (B, 1))
 
@@ -367,24 +367,20 @@ class _QuantizedBlocks:
         )
 
 
-def _array_of(key_ranges):
-    return None if key_ranges is None else key_ranges.array
-
-
 def _evaluated(*arrays):
     mx.eval(*[a for a in arrays if a is not None])
 
 
 def decode_attention(problem: Problem) -> mx.array:
     problem = problem.with_layer_axis()
-    _evaluated(problem.q, problem.k, problem.v, problem.mask.array, _array_of(problem.key_ranges))
+    _evaluated(problem.q, problem.k, problem.v, problem.mask.array, problem.key_ranges)
     return _run(problem, _PlainBlocks(problem.k, "k"), _PlainBlocks(problem.v, "v"))
 
 
 def quantized_decode_attention(problem: Problem) -> mx.array:
     problem = problem.with_layer_axis()
     k, v = problem.k, problem.v
-    _evaluated(problem.q, *k, *v, problem.mask.array, _array_of(problem.key_ranges))
+    _evaluated(problem.q, *k, *v, problem.mask.array, problem.key_ranges)
     return _run(
         problem,
         _QuantizedBlocks(k, problem.bits, problem.group_size, "k"),

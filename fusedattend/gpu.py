@@ -280,7 +280,7 @@ def compact_source(text: str) -> str:
 # each call, MLX converts and formats them on every call (the decode kernel's nine cost 1.5 µs of
 # host time a call on the H200's machine, docs/h200/host/). Types by the compiler's names.
 METAL_TYPE_NAMES = {mx.float32: "float", mx.float16: "half", mx.bfloat16: "bfloat16_t", mx.bool_: "bool",
-                    mx.int32: "int32_t", mx.uint32: "uint32_t", mx.uint8: "uint8_t"}
+                    mx.int32: "int32_t", mx.uint32: "uint32_t"}
 CUDA_TYPE_NAMES = {**METAL_TYPE_NAMES, mx.float16: "__half", mx.bfloat16: "__nv_bfloat16"}
 
 
@@ -416,51 +416,6 @@ def _placeholder(dtype):
 
 MASK_KINDS = {"none": 0, "causal": 1, "bool": 2, "additive": 3}
 
-# Key ranges by value. An array made for the call (a server's key_ranges, new every step) lives in
-# MLX's managed memory, written by the host, and the host check reads it: the first kernel to read
-# it waits for its page to move to the GPU. With every step evaluated before the next, as a server
-# samples, that cost 15 and 43 µs of decode kernel a step at B = 8 and 32, S = 2048, bf16 (45 and
-# 104 µs of wall time, docs/h200/fair-loops/, 2026-12-02). MLX hands kernels each input's shape
-# and strides by value, in the launch's arguments (up to 8 dims on CUDA): so up to
-# RANGE_WORDS_MAX_B requests the ranges travel as the strides of RANGE_WORD_INPUTS, views of one
-# byte that no kernel reads, request r's word start * 2^32 + length the (r % 8)-th stride of view
-# r // 8 (decode_attention.h's fa_range_word). Beyond, the kernels read key_ranges in memory.
-# How a kernel gets two ints changes no arithmetic: a request's output is the same either way.
-# FUSEDATTEND_RANGE_WORDS=0 (or RANGE_WORDS = False) reads them in memory always (for comparisons).
-RANGE_WORDS = os.environ.get("FUSEDATTEND_RANGE_WORDS", "1").strip() != "0"
-WORDS_PER_VIEW = 8  # MLX's CUDA MAX_NDIM
-RANGE_WORD_INPUTS = ("range_words0", "range_words1", "range_words2", "range_words3")
-RANGE_WORDS_MAX_B = WORDS_PER_VIEW * len(RANGE_WORD_INPUTS)
-
-
-@functools.lru_cache(maxsize=None)
-def _word_base():
-    return mx.zeros((1,), dtype=mx.uint8)
-
-
-@functools.lru_cache(maxsize=64)  # a step's layers hand the same ranges: made once a step
-def _range_word_views(words):
-    """RANGE_WORD_INPUTS for the packed words of up to RANGE_WORDS_MAX_B requests."""
-    views = []
-    for first in range(0, RANGE_WORDS_MAX_B, WORDS_PER_VIEW):
-        chunk = words[first:first + WORDS_PER_VIEW]
-        chunk += (0,) * (WORDS_PER_VIEW - len(chunk))
-        views.append(mx.as_strided(_word_base(), (1,) * WORDS_PER_VIEW, chunk))
-    return views
-
-
-def _range_inputs(key_ranges, by_words):
-    """The decode kernel's inputs for a call's KeyRanges (None: the call has none)."""
-    if key_ranges is None:
-        return (_placeholder(mx.int32),)
-    return range_words(key_ranges) if by_words else (key_ranges.array,)
-
-
-def range_words(key_ranges):
-    """A call's checked KeyRanges as RANGE_WORD_INPUTS (values as the check read them)."""
-    values = key_ranges.values if key_ranges.values is not None else key_ranges.array.tolist()
-    return _range_word_views(tuple(start << 32 | length for start, length in values))
-
 
 # MLX's CUDA allocator keeps arrays of at most 8 bytes in a small pool of managed memory advised
 # read-mostly (mlx/backend/cuda/allocator.cpp), and a kernel's warps waited for a read of one
@@ -538,15 +493,13 @@ class Launch(NamedTuple):
 PLAIN_INPUTS = ("q", "k", "v")
 QUANTIZED_INPUTS = ("q", "k_codes", "k_scales", "k_biases", "v_codes", "v_scales", "v_biases")
 COMMON_INPUTS = ("mask", "key_ranges", "dims", "scalars")
-COMMON_INPUTS_RANGE_WORDS = ("mask", *RANGE_WORD_INPUTS, "dims", "scalars")
 
 
 @functools.lru_cache(maxsize=1024)
 def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype, has_ranges, group_size,
-              single_pass, layered, by_words=False) -> Launch:
+              single_pass, layered) -> Launch:
     """The launches of a problem (cached: a decode step repeats them). The output takes the
-    caller's form: with the layer axis only when the caller passed it (`layered`). by_words: the
-    key ranges go by value (RANGE_WORDS)."""
+    caller's form: with the layer axis only when the caller passed it (`layered`)."""
     NL, B, H_q, H_kv, L, S, D = shape
     out_shape = (NL, B, H_q, L, D) if layered else (B, H_q, L, D)
     N = NL * B
@@ -616,14 +569,12 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
                           threadgroup=(merge_threads, 1, 1), output_shapes=[out_shape], output_dtypes=[dtype])
     if per_sm:
         name += f"_{per_sm}_per_sm"
-    defines = (("FA_QUANTIZED", int(quantized)), ("FA_SINGLE_PASS", int(single_pass)),
-               ("FA_RANGE_WORDS", int(by_words)))
+    defines = (("FA_QUANTIZED", int(quantized)), ("FA_SINGLE_PASS", int(single_pass)))
     return Launch(
         name=name,
         body_file=body_file,
         single_pass=single_pass,
-        input_names=(QUANTIZED_INPUTS if quantized else PLAIN_INPUTS)
-        + (COMMON_INPUTS_RANGE_WORDS if by_words else COMMON_INPUTS),
+        input_names=(QUANTIZED_INPUTS if quantized else PLAIN_INPUTS) + COMMON_INPUTS,
         output_names=("out",) if single_pass else ("out_partial", "stats_partial"),
         defines=defines,
         constants=tuple(constants),
@@ -655,19 +606,18 @@ def _launch_common(problem: Problem, quantized: bool, shape):
         mask = _placeholder(mx.bool_)
     q, k, ranges = problem.q, problem.k, problem.key_ranges
     scales_dtype = k.scales.dtype if quantized else None
-    by_words = ranges is not None and RANGE_WORDS and B <= RANGE_WORDS_MAX_B
     launch = _schedule(shape, q.dtype, quantized, kind, mask.dtype, problem.bits, scales_dtype,
-                       ranges is not None, problem.group_size, S <= SINGLE_PASS_MAX_S, problem.layered, by_words)
+                       ranges is not None, problem.group_size, S <= SINGLE_PASS_MAX_S, problem.layered)
     # 1.0 is read at run time by the kernels' code reading (fa_code_unit in decode_attention.h).
     constants = (launch.dims, _float32s(problem.scale, 1.0))
+    no_ranges = () if ranges is not None else (_placeholder(mx.int32),)
     arrays = problem.arrays
-    kv_end = len(arrays) - (ranges is not None)  # KeyRanges, where given, follow q and K/V
+    kv_end = len(arrays) - (ranges is not None)  # key_ranges, where given, follow q and K/V
     # biases and v's scales in k's scales dtype: ST names the one variant
     casts = tuple(i for i in (3, 5, 6) if arrays[i].dtype != scales_dtype) if quantized else ()
 
     def inputs_of(arrays):
-        ranges = arrays[kv_end] if kv_end < len(arrays) else None
-        inputs = [*arrays[:kv_end], mask, *_range_inputs(ranges, by_words), *constants]
+        inputs = [*arrays[:kv_end], mask, *arrays[kv_end:], *no_ranges, *constants]
         for i in casts:
             inputs[i] = inputs[i].astype(scales_dtype)
         return inputs

@@ -27,8 +27,8 @@ def visibility(problem: Problem):
     visible = None
     key = mx.arange(S)
     if problem.key_ranges is not None:
-        start = problem.key_ranges.array[:, 0].reshape(1, B, 1, 1, 1)
-        end = start + problem.key_ranges.array[:, 1].reshape(1, B, 1, 1, 1)
+        start = problem.key_ranges[:, 0].reshape(1, B, 1, 1, 1)
+        end = start + problem.key_ranges[:, 1].reshape(1, B, 1, 1, 1)
         visible = (key >= start) & (key < end)
         last = end  # causal alignment: the last query row sees the range's last key
     else:

@@ -119,22 +119,6 @@ METAL_FUNC int64_t fa_mask_row(Strides strides, int layer, int request, int head
   return MASK >= 2 ? layer * strides[0] + request * strides[1] + head * strides[2] + position * strides[3] : 0;
 }
 
-// A request's key range passed by value (FA_RANGE_WORDS): its word start * 2^32 + length is the
-// (request % 8)-th stride of input request / 8 of four (fusedattend/gpu.py's range word views).
-// The host writes strides into the launch's arguments, so the kernel reads no memory the host
-// wrote for the call.
-template <typename Words>
-METAL_FUNC int64_t fa_range_word(int request, thread const Words& w0, thread const Words& w1, thread const Words& w2,
-                                 thread const Words& w3) {
-  const int i = request % 8;
-  switch (request / 8) {
-    case 0: return w0[i];
-    case 1: return w1[i];
-    case 2: return w2[i];
-    default: return w3[i];
-  }
-}
-
 // Scores are kept in base 2 (fa_exp2): the bodies fold log2(e) into the scale, and an additive
 // mask's values take it here.
 constexpr float FA_LOG2_E = 1.4426950408889634f;

@@ -26,10 +26,9 @@
 // quantized K/V: BITS, ST (scales dtype). FA_QUANTIZED (0/1),
 // defined before this body, selects the K/V inputs; FA_SINGLE_PASS (0/1) writes the normalised
 // output `out` instead of the block's partial state, for a launch whose one block holds every
-// key. FA_RANGE_WORDS (0/1): the key ranges by value, as range_words0..3's strides
-// (fa_range_word), else read from key_ranges[]. Run-time (dims[] int32): L, G, block, has key
-// ranges, group size: values that change with the call (block with S) or that would multiply the
-// variants without changing the inner loop; scalars[] (float32): the softmax scale, 1.0f.
+// key. Run-time (dims[] int32): L, G, block, has key ranges, group size: values that change with
+// the call (block with S) or that would multiply the variants without changing the inner loop;
+// scalars[] (float32): the softmax scale, 1.0f.
 
 constexpr int THREADS = NSG * 32;
 constexpr int CHUNKS = D / E;
@@ -94,15 +93,8 @@ const int request = n % B;
 int key_begin = 0;
 int key_end = S;
 if (has_ranges) {
-#if FA_RANGE_WORDS
-  const int64_t word = fa_range_word(request, range_words0_strides, range_words1_strides, range_words2_strides,
-                                     range_words3_strides);
-  key_begin = int(word >> 32);
-  key_end = key_begin + int(word & 0xFFFFFFFF);
-#else
   key_begin = key_ranges[2 * request];
   key_end = key_begin + key_ranges[2 * request + 1];
-#endif
 }
 const int lo = metal::max(block * block_keys, key_begin);
 const int hi = metal::min(block * block_keys + block_keys, key_end);

@@ -39,8 +39,8 @@
 // 32-bit), OUT_MANTISSA (OT's for 16-bit output operands, 0 for 32-bit), OT (their type: bf16),
 // STAGES (tiles staged through threadgroup memory, see below; 0: not); plain K/V:
 // WEIGHT_SCALE_LOG2; both: PREFETCH_TILES (how far ahead tiles are asked into L2; 0: not).
-// FA_QUANTIZED, FA_SINGLE_PASS and FA_RANGE_WORDS as in decode_attention.metal. Run-time dims[]:
-// L, G, block, has key ranges; scalars[]: the softmax scale, 1.0f.
+// FA_QUANTIZED and FA_SINGLE_PASS as in decode_attention.metal. Run-time dims[]: L, G, block, has
+// key ranges; scalars[]: the softmax scale, 1.0f.
 
 #if !FA_QUANTIZED
 constexpr int GS = D;              // one group: a lane's K run is D / 4 dims, its V run D / 8
@@ -126,15 +126,8 @@ const int request = n % B;
 int key_begin = 0;
 int key_end = S;
 if (has_ranges) {
-#if FA_RANGE_WORDS
-  const int64_t word = fa_range_word(request, range_words0_strides, range_words1_strides, range_words2_strides,
-                                     range_words3_strides);
-  key_begin = int(word >> 32);
-  key_end = key_begin + int(word & 0xFFFFFFFF);
-#else
   key_begin = key_ranges[2 * request];
   key_end = key_begin + key_ranges[2 * request + 1];
-#endif
 }
 const int lo = metal::max(block * block_keys, key_begin);
 const int hi = metal::min(block * block_keys + block_keys, key_end);

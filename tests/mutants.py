@@ -46,8 +46,8 @@ def _visible(problem, m):
     vis = mx.ones((1, 1, 1, 1, S), dtype=mx.bool_)
     end = mx.full((1, B, 1, 1, 1), S)
     if problem.key_ranges is not None:
-        start = problem.key_ranges.array[:, 0].reshape(1, B, 1, 1, 1)
-        end = start + problem.key_ranges.array[:, 1].reshape(1, B, 1, 1, 1)
+        start = problem.key_ranges[:, 0].reshape(1, B, 1, 1, 1)
+        end = start + problem.key_ranges[:, 1].reshape(1, B, 1, 1, 1)
         vis = vis & (j >= start) & (j < end)
     kind = problem.mask.kind
     if kind == "causal":

@@ -3,7 +3,6 @@ launch set-up, only the kernels, handed the new call's arrays. The kernels are r
 here (no GPU needed); the GPU suites run the real ones through the same path."""
 
 import mlx.core as mx
-import numpy as np
 import pytest
 
 import fusedattend as fa
@@ -122,62 +121,31 @@ def test_mask_arrays_are_set_up_every_call(stub_gpu):
 
 
 def ranges_input(quantized):
-    """The key ranges handed to the last decode kernel call (the inputs after q, K/V and the
-    mask, before dims and scalars) as [start, length] pairs, whether its dims input tells the
-    kernel to use them, and whether they went by value. By value (gpu.RANGE_WORDS) they are the range word views' strides (as
-    MLX hands them to the kernel: numpy sees them in bytes of a one-byte dtype), else an int32
-    array."""
+    """The key_ranges input of the last decode kernel call (after q, K/V and the mask), and
+    whether its dims input tells the kernel to read it."""
     decode = [inputs for name, inputs in Recorder.calls if name != "fa_merge_partials"][-1]
     kv_end = 7 if quantized else 3
-    given, dims = decode[kv_end + 1:-2], decode[-2]
-    by_value = len(given) == len(gpu.RANGE_WORD_INPUTS)
-    if by_value:
-        assert all(x.dtype == mx.uint8 for x in given)
-        words = [w for x in given for w in np.asarray(x).strides]
-        pairs = [[w >> 32, w & 0xFFFFFFFF] for w in words]
-    else:
-        assert len(given) == 1 and given[0].dtype == mx.int32
-        pairs = given[0].tolist()
-    return pairs, bool(dims[3].item()), by_value
+    return decode[kv_end + 1], bool(decode[kv_end + 2][3].item())
 
 
-@pytest.mark.parametrize("words", [True, False], ids=["by_value", "in_memory"])
 @pytest.mark.parametrize("quantized", [False, True], ids=["plain", "q4"])
 @pytest.mark.parametrize("S", [40, 3000], ids=["one_block", "split"])
-def test_key_ranges_replay_with_the_new_values(stub_gpu, quantized, S, words):
+def test_key_ranges_replay_with_the_new_values(stub_gpu, quantized, S):
     """key_ranges enter the signature by shape and dtype: a repeat with other ranges replays the
-    launches, handing the kernel the new ranges (by value, or int32 in memory, as the first
-    call's were)."""
+    launches, handing the kernel the new ranges (int32, as the first call's were)."""
     q, k, v = arrays(S, quantized, 0)
-    with gpu_constants(RANGE_WORDS=words):
-        for start, length in ((0, S), (3, S - 10), (S, 0)):
-            for dtype in (mx.int32, mx.int64):
-                ranges = mx.array([[start, length]], dtype=dtype)
-                call(q, k, v, quantized, backend="cuda", key_ranges=ranges)
-                got, read, by_value = ranges_input(quantized)
-                assert read and by_value == words and got[:1] == [[start, length]]
-                assert got[1:] == [[0, 0]] * (len(got) - 1)  # words past B: zeros, never read
-        assert len(stub_gpu) == 2  # one signature for each dtype
-        call(q, k, v, quantized, backend="cuda")  # without key_ranges: another signature
-        assert len(stub_gpu) == 3
-        assert not ranges_input(quantized)[1]
-        call(q, k, v, quantized, backend="cuda", key_ranges=mx.array([[1, 2]], dtype=mx.int32))
-        assert len(stub_gpu) == 3 and ranges_input(quantized)[0][:1] == [[1, 2]]
-
-
-@pytest.mark.parametrize("B", [1, 8, 9, gpu.RANGE_WORDS_MAX_B, gpu.RANGE_WORDS_MAX_B + 1])
-def test_key_ranges_by_value_up_to_their_capacity(stub_gpu, B):
-    """Up to gpu.RANGE_WORDS_MAX_B requests the ranges go by value, each request's own word
-    (the largest start and length a kernel can take included); beyond, in memory."""
-    mx.random.seed(0)
-    S = 2**31 - 1  # the kernels' ints: the check allows no more (here only K/V's shape is this long)
-    q = mx.random.normal((B, H_Q, 1, D)).astype(mx.bfloat16)
-    kv = mx.broadcast_to(mx.zeros((1, 1, 1, D), dtype=mx.bfloat16), (B, H_KV, S, D))
-    ranges = [[(b * 7919) % S, S - (b * 7919) % S] for b in range(B)]
-    ranges[0], ranges[-1] = [S, 0], [0, S]
-    fa.decode_attention(q, kv, kv, key_ranges=mx.array(ranges, dtype=mx.int64), backend="cuda")
-    got, read, by_value = ranges_input(False)
-    assert read and got[:B] == ranges and by_value == (B <= gpu.RANGE_WORDS_MAX_B)
+    for start, length in ((0, S), (3, S - 10), (S, 0)):
+        for dtype in (mx.int32, mx.int64):
+            ranges = mx.array([[start, length]], dtype=dtype)
+            call(q, k, v, quantized, backend="cuda", key_ranges=ranges)
+            got, read = ranges_input(quantized)
+            assert read and got.dtype == mx.int32 and got.tolist() == [[start, length]]
+    assert len(stub_gpu) == 2  # one signature for each dtype
+    call(q, k, v, quantized, backend="cuda")  # without key_ranges: another signature
+    assert len(stub_gpu) == 3
+    assert not ranges_input(quantized)[1]
+    call(q, k, v, quantized, backend="cuda", key_ranges=mx.array([[1, 2]], dtype=mx.int32))
+    assert len(stub_gpu) == 3 and ranges_input(quantized)[0].tolist() == [[1, 2]]
 
 
 @pytest.mark.parametrize("quantized", [False, True], ids=["plain", "q4"])

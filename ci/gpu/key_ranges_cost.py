@@ -61,13 +61,12 @@ def mlx_ops_compiled(key_ranges, B, S):
     one bool read back: never reads the caller's array on the host."""
     if _outside(key_ranges, mx.array(S, dtype=mx.int64)).item():
         raise ValueError("key_ranges")
-    return _problem.KeyRanges(_problem.kernel_key_ranges(key_ranges), None)
+    return _problem.kernel_key_ranges(key_ranges)
 
 
 def unchecked(key_ranges, B, S):
-    """_problem._key_ranges without the check of the values: the kernels' form in memory, never
-    read on the host (with gpu.RANGE_WORDS False: by value they are read to be passed)."""
-    return _problem.KeyRanges(_problem.kernel_key_ranges(key_ranges), None)
+    """_problem._key_ranges without the check of the values: the kernels' form, never read on the host."""
+    return _problem.kernel_key_ranges(key_ranges)
 
 
 def never_repeated(signature):
@@ -77,7 +76,7 @@ def never_repeated(signature):
     return call_signature
 
 
-SHIPPED_SIGNATURE, SHIPPED_CHECK = _problem.call_signature, _problem._key_ranges
+SHIPPED_SIGNATURE = _problem.call_signature
 # (the check, whether a repeat with key_ranges replays)
 VARIANTS = {
     "host check, replayed (shipped)": (_problem._key_ranges, True),
@@ -91,7 +90,6 @@ VARIANTS = {
 def use(variant):
     check, replayed = VARIANTS[variant]
     _problem._key_ranges = check
-    gpu.RANGE_WORDS = check is SHIPPED_CHECK  # the other checks hand no values: ranges in memory
     signature = SHIPPED_SIGNATURE if replayed else never_repeated(SHIPPED_SIGNATURE)
     _problem.call_signature = api.call_signature = signature
     gpu.clear_caches()

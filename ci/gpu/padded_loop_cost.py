@@ -9,14 +9,18 @@ Baseline 0031 (docs/h200/tip-b29a4b2/) timed tests/perf's padded loop at B = 8, 
 120.3 µs a step against 84.4 for the same loop without key_ranges, where ci/gpu/key_ranges_pieces.py
 puts 7.4 µs of host time on a call with key_ranges. This loop is the perf row's (20 chained steps
 on a cache one key longer each step, request b's keys from bench.left_pads), with the ranges:
-- "by value" (shipped since the session of 2026-12-02 01:38, gpu.RANGE_WORDS): made from Python
-  each step (the perf row), checked on the host, handed to the kernels in the launch's arguments;
-- "in memory" (before it; gpu.RANGE_WORDS off): the same array read by the kernels, new memory
-  each step that the host writes and reads (MLX's CUDA arrays are managed memory);
-- "in memory, made once, never read on the host": the steps' arrays made and evaluated before the
-  loop, the check skipped (key_ranges_cost.unchecked, that probe's "no check" variant; timing
-  only: a host read of a page the GPU read last moves it back to the host);
+- "made from Python each step" (the perf row): mx.array of a list, new memory each step that the
+  host writes and the kernels then read (MLX's CUDA arrays are managed memory);
+- "made once": the same steps' arrays, made and evaluated before the loop (the same values:
+  only where the array comes from differs);
+- "made once, never read on the host": those arrays, the check skipped (key_ranges_cost.unchecked,
+  that probe's "no check" variant; timing only: a host read of a page the GPU read last moves it
+  back to the host);
+- "from Python, copied on the GPU": the perf row's array, with its kernels' form made by an MLX op
+  (a copy the GPU writes) instead of handed over as it is;
 - "none": no key_ranges (the unpadded loop);
+- "none, an unused array made from Python each step": no key_ranges, but the perf row's array made
+  each step all the same (and kept for the loop): what making it costs where nothing reads it;
 - MLX's SDPA with the boolean mask those ranges stand for, made each step (bench.padded_mask:
   the perf rows' peer), and without a mask.
 Every loop runs the same steps (S to S + STEPS - 1 keys), so the variants read the same keys.
@@ -24,8 +28,7 @@ Reported per variant, medians over ROUNDS rounds taken in turn: a step's wall µ
 summed a step, the decode kernel's median, and each kind of kernel's µs a step. (Before
 2026-12-02 one counter ran on through every loop, so each variant's loops were on other S, and
 "made once" reused the first step's array: its kernels read up to a third fewer keys than the
-others'. Calls 105-109 also timed the array made once and read on the host, and copied on the GPU:
-docs/h200/fair-loops/.)
+others'.)
 """
 import json
 import os
@@ -37,7 +40,7 @@ import time
 import mlx.core as mx
 
 import fusedattend as fa
-from fusedattend import _problem, bench, gpu
+from fusedattend import _problem, bench
 
 sys.path.insert(0, os.path.dirname(__file__))
 from kernel_gaps import profiled_kernels  # noqa: E402
@@ -45,11 +48,15 @@ from key_ranges_cost import unchecked  # noqa: E402
 
 STEPS, ROUNDS = 20, int(os.environ.get("PADDED_ROUNDS", "5"))
 ONLY = os.environ.get("PADDED_VARIANTS", "")  # variants whose names start with one of these (|-separated)
-SHIPPED_CHECK = _problem._key_ranges
+SHIPPED_KERNEL_FORM, SHIPPED_CHECK = _problem.kernel_key_ranges, _problem._key_ranges
+
+
+def copied_on_the_gpu(key_ranges):
+    return SHIPPED_KERNEL_FORM(key_ranges) + 0
 
 
 def unused(array):
-    """Keeps a Python-made array alive for the step, passes no key_ranges."""
+    """Keeps a Python-made array for the loop's steps; the call gets no key_ranges."""
     kept.append(array)
     del kept[:-STEPS]
 
@@ -78,10 +85,10 @@ def main():
             mask=bench.padded_mask(pads, keys) if masked else None)
 
     variants = {
-        "by value, made from Python each step (the perf row)": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
-        "by value, made once (read on the host, by no kernel)": ours(lambda keys: once[keys]),
-        "in memory, made from Python each step": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
-        "in memory, made once, never read on the host (check skipped)": ours(lambda keys: once[keys]),
+        "made from Python each step": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
+        "made once": ours(lambda keys: once[keys]),
+        "made once, never read on the host (check skipped)": ours(lambda keys: once[keys]),
+        "from Python, copied on the GPU": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
         "none": ours(lambda keys: None),
         "none, an unused array made from Python each step": ours(lambda keys: unused(bench.padded_key_ranges(pads, keys))),
         "MLX's SDPA, the boolean mask made each step (the perf rows' peer)": sdpa(True),
@@ -102,7 +109,7 @@ def main():
     samples, by_kind = {}, {}
     for _ in range(ROUNDS):
         for name, step in variants.items():
-            gpu.set_constants({"RANGE_WORDS": not name.startswith("in memory")})
+            _problem.kernel_key_ranges = copied_on_the_gpu if "copied" in name else SHIPPED_KERNEL_FORM
             _problem._key_ranges = unchecked if "never read" in name else SHIPPED_CHECK
             loop(step)
             kernels = profiled_kernels(lambda: loop(step))
@@ -115,8 +122,7 @@ def main():
             for kname, _, dur in kernels:
                 kind = by_kind.setdefault(name, {}).setdefault(short_name(kname), [0.0] * ROUNDS)
                 kind[len(samples[name]) - 1] += dur / STEPS
-    _problem._key_ranges = SHIPPED_CHECK
-    gpu.set_constants({"RANGE_WORDS": True})
+    _problem.kernel_key_ranges, _problem._key_ranges = SHIPPED_KERNEL_FORM, SHIPPED_CHECK
     for name, got in samples.items():
         wall, kernels, decode = (statistics.median(x) for x in zip(*got))
         print(json.dumps(dict(B=B, S=S, each_step=each_step, key_ranges=name, step_wall_us=round(wall, 1),

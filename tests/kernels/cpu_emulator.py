@@ -33,7 +33,7 @@ COMPAT = Path(__file__).with_name("cpu_compat.h")
 CPP_TYPES = gpu.METAL_TYPE_NAMES  # cpu_compat.h names the types as Metal does
 STORAGE = {  # numpy dtype holding each MLX dtype's bits
     mx.float32: np.float32, mx.float16: np.float16, mx.bfloat16: np.uint16,
-    mx.uint32: np.uint32, mx.int32: np.int32, mx.bool_: np.bool_, mx.uint8: np.uint8,
+    mx.uint32: np.uint32, mx.int32: np.int32, mx.bool_: np.bool_,
 }
 THREAD_ATTRIBUTES = """
 const uint3 threadgroup_position_in_grid = fa_group;

@@ -453,35 +453,6 @@ def test_emulated_replay_equals_a_fresh_set_up(quantized, S):
     assert not mx.array_equal(replayed, mx.zeros_like(replayed))
 
 
-@pytest.mark.parametrize("split", [False, True], ids=["one_block", "split"])
-@pytest.mark.parametrize("quantized", [False, True], ids=["plain", "q4"])
-def test_emulated_key_ranges_by_value_and_in_memory_alike(quantized, split):
-    """Up to gpu.RANGE_WORDS_MAX_B requests the kernels take their key ranges by value, beyond it
-    from memory: in a batch of RANGE_WORDS_MAX_B + 1 requests (in memory) each request gets the
-    bits it gets alone (by value)."""
-    B, S = gpu.RANGE_WORDS_MAX_B + 1, 40
-    mx.random.seed(5)
-    q = mx.random.normal((B, 4, 1, 32)).astype(mx.bfloat16)
-    k, v = (mx.random.normal((B, 2, S, 32)).astype(mx.bfloat16) for _ in range(2))
-    if quantized:
-        k, v = fa.quantize_kv(k, group_size=32), fa.quantize_kv(v, group_size=32)
-    ranges = mx.array([[b % S, (7 * b) % (S - b % S + 1)] for b in range(B)], dtype=mx.int32)
-
-    def attend(q, k, v, ranges):
-        if quantized:
-            return fa.quantized_decode_attention(q, k, v, group_size=32, key_ranges=ranges, backend="cuda")
-        return fa.decode_attention(q, k, v, key_ranges=ranges, backend="cuda")
-
-    def request(x, b):
-        return tuple(a[b:b + 1] for a in x) if quantized else x[b:b + 1]
-
-    with emulated_gpu(), gpu_constants(SINGLE_PASS_MAX_S=0 if split else gpu.SINGLE_PASS_MAX_S):
-        batched = attend(q, k, v, ranges)
-        for b in range(B):
-            alone = attend(q[b:b + 1], request(k, b), request(v, b), ranges[b:b + 1])
-            assert mx.array_equal(batched[b:b + 1], alone).item(), f"request {b}"
-
-
 @pytest.mark.parametrize("dtype", [mx.float32, mx.bfloat16], ids=["f32", "bf16"])
 @pytest.mark.parametrize("quantized", [False, True], ids=["plain", "q4"])
 def test_emulated_key_ranges_view(quantized, dtype):
