@@ -28,7 +28,12 @@ Reported per variant, medians over ROUNDS rounds taken in turn: a step's wall µ
 summed a step, the decode kernel's median, and each kind of kernel's µs a step. (Before
 2026-12-02 one counter ran on through every loop, so each variant's loops were on other S, and
 "made once" reused the first step's array: its kernels read up to a third fewer keys than the
-others'.)
+others'.) Calls 112-115 (docs/h200/range-words/) ran it with the ranges by value beside these, a
+change not kept (its variants are in that folder's patch).
+
+    PADDED_ROUNDS=15 PADDED_VARIANTS="made from|none" python3 ci/gpu/padded_loop_cost.py 8 2048
+
+picks more rounds and the variants whose names start with one of the |-separated prefixes.
 """
 import json
 import os
