@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import NamedTuple, Optional
 
 import mlx.core as mx
-import numpy as np
 
 from . import backends
 from ._problem import Problem
@@ -424,28 +423,24 @@ MASK_KINDS = {"none": 0, "causal": 1, "bool": 2, "additive": 3}
 # 52.90 / 35.38 µs at B = 1, S = 2048 / B = 1, S = 32768 / B = 8, S = 2048, padded to 16 bytes
 # 15.04 / 44.08 / 25.30, the same bits (H200, docs/h200/scalar-pool/, 2026-12-01). So the
 # constant inputs the kernels read are made at least this long; the padding is never read.
-CONSTANT_INPUT_MIN_BYTES = 65536
+CONSTANT_INPUT_MIN_BYTES = 16
 
 
-def _padded(values, dtype):
-    """values, then zeros up to CONSTANT_INPUT_MIN_BYTES (through numpy: an MLX array of a long
-    tuple costs about 0.3 ms)."""
-    padded = np.zeros(max(len(values), CONSTANT_INPUT_MIN_BYTES // 4), dtype=dtype)
-    padded[:len(values)] = values
-    return mx.array(padded)
+def _padded(values, itemsize):
+    return values + (0,) * max(0, CONSTANT_INPUT_MIN_BYTES // itemsize - len(values))
 
 
 @functools.lru_cache(maxsize=256)
 def _int32s(*values):
     """A small constant input, made once per distinct value (building one costs host time), of
     at least CONSTANT_INPUT_MIN_BYTES."""
-    return _padded(values, np.int32)
+    return mx.array(_padded(values, 4), dtype=mx.int32)
 
 
 @functools.lru_cache(maxsize=256)
 def _float32s(*values):
     """_int32s' float32 counterpart."""
-    return _padded(values, np.float32)
+    return mx.array(_padded(values, 4), dtype=mx.float32)
 
 
 def _uses_mma(quantized, dtype, D, single_pass, block) -> bool:

@@ -21,8 +21,6 @@ on a cache one key longer each step, request b's keys from bench.left_pads), wit
 - "none": no key_ranges (the unpadded loop);
 - "none, an unused array made from Python each step": no key_ranges, but the perf row's array made
   each step all the same (and kept for the loop): what making it costs where nothing reads it;
-- "16-byte constants: ...": the kernels' constant inputs (dims, scalars) as they were padded
-  before (gpu.CONSTANT_INPUT_MIN_BYTES 16, 6245b13), for comparison;
 - MLX's SDPA with the boolean mask those ranges stand for, made each step (bench.padded_mask:
   the perf rows' peer), and without a mask.
 Every loop runs the same steps (S to S + STEPS - 1 keys), so the variants read the same keys.
@@ -47,7 +45,7 @@ import time
 import mlx.core as mx
 
 import fusedattend as fa
-from fusedattend import _problem, bench, gpu
+from fusedattend import _problem, bench
 
 sys.path.insert(0, os.path.dirname(__file__))
 from kernel_gaps import profiled_kernels  # noqa: E402
@@ -56,20 +54,10 @@ from key_ranges_cost import unchecked  # noqa: E402
 STEPS, ROUNDS = 20, int(os.environ.get("PADDED_ROUNDS", "5"))
 ONLY = os.environ.get("PADDED_VARIANTS", "")  # variants whose names start with one of these (|-separated)
 SHIPPED_KERNEL_FORM, SHIPPED_CHECK = _problem.kernel_key_ranges, _problem._key_ranges
-SHIPPED_CONSTANT_BYTES = gpu.CONSTANT_INPUT_MIN_BYTES
 
 
 def copied_on_the_gpu(key_ranges):
     return SHIPPED_KERNEL_FORM(key_ranges) + 0
-
-
-def constant_bytes(n):
-    """The kernels' constant inputs (dims, scalars) padded to n bytes (gpu.CONSTANT_INPUT_MIN_BYTES)."""
-    if gpu.CONSTANT_INPUT_MIN_BYTES != n:
-        gpu.CONSTANT_INPUT_MIN_BYTES = n
-        gpu._int32s.cache_clear()
-        gpu._float32s.cache_clear()
-        gpu.clear_caches()
 
 
 def unused(array):
@@ -108,10 +96,6 @@ def main():
         "from Python, copied on the GPU": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
         "none": ours(lambda keys: None),
         "none, an unused array made from Python each step": ours(lambda keys: unused(bench.padded_key_ranges(pads, keys))),
-        "16-byte constants: none": ours(lambda keys: None),
-        "16-byte constants: none, an unused array made from Python each step":
-            ours(lambda keys: unused(bench.padded_key_ranges(pads, keys))),
-        "16-byte constants: made from Python each step": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
         "MLX's SDPA, the boolean mask made each step (the perf rows' peer)": sdpa(True),
         "MLX's SDPA, no mask": sdpa(False),
     }
@@ -130,7 +114,6 @@ def main():
     samples, by_kind = {}, {}
     for _ in range(ROUNDS):
         for name, step in variants.items():
-            constant_bytes(16 if name.startswith("16-byte constants") else SHIPPED_CONSTANT_BYTES)
             _problem.kernel_key_ranges = copied_on_the_gpu if "copied" in name else SHIPPED_KERNEL_FORM
             _problem._key_ranges = unchecked if "never read" in name else SHIPPED_CHECK
             loop(step)
@@ -145,7 +128,6 @@ def main():
                 kind = by_kind.setdefault(name, {}).setdefault(short_name(kname), [0.0] * ROUNDS)
                 kind[len(samples[name]) - 1] += dur / STEPS
     _problem.kernel_key_ranges, _problem._key_ranges = SHIPPED_KERNEL_FORM, SHIPPED_CHECK
-    constant_bytes(SHIPPED_CONSTANT_BYTES)
     for name, got in samples.items():
         wall, kernels, decode = (statistics.median(x) for x in zip(*got))
         print(json.dumps(dict(B=B, S=S, each_step=each_step, key_ranges=name, step_wall_us=round(wall, 1),
