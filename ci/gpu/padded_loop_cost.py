@@ -28,8 +28,9 @@ Reported per variant, medians over ROUNDS rounds taken in turn: a step's wall µ
 summed a step, the decode kernel's median, and each kind of kernel's µs a step. (Before
 2026-12-02 one counter ran on through every loop, so each variant's loops were on other S, and
 "made once" reused the first step's array: its kernels read up to a third fewer keys than the
-others'.) Calls 112-115 (docs/h200/range-words/) ran it with the ranges by value beside these, a
-change not kept (its variants are in that folder's patch).
+others'.) Calls 112-116 (docs/h200/range-words/) ran it with the ranges by value, and with the
+constant inputs padded, beside these: changes not kept (their variants are in that folder's
+patches).
 
     PADDED_ROUNDS=15 PADDED_VARIANTS="made from|none" python3 ci/gpu/padded_loop_cost.py 8 2048
 
@@ -61,9 +62,10 @@ def copied_on_the_gpu(key_ranges):
 
 
 def unused(array):
-    """Keeps a Python-made array for the loop's steps; the call gets no key_ranges."""
+    """Keeps a Python-made array for the loop's steps; the call gets no key_ranges (None)."""
     kept.append(array)
     del kept[:-STEPS]
+    return None
 
 
 kept = []
