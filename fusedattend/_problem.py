@@ -337,9 +337,8 @@ def _checked_problem(queries, k, v, scale, mask, key_ranges, bits=None, group_si
     if bits is not None:
         k, v = QuantizedKV(*k), QuantizedKV(*v)
     mask = NO_MASK if mask is None else CAUSAL_MASK
-    ranges = repeated_key_ranges(key_ranges, queries, (k.codes if bits is not None else k).shape[-2])
-    return Problem(queries, k, v, _scale(scale, queries.shape[-1]), mask, ranges[0] if ranges else None,
-                   queries.ndim == 5, bits, group_size)
+    ranges = _key_ranges(key_ranges, queries.shape[-4], (k.codes if bits is not None else k).shape[-2])
+    return Problem(queries, k, v, _scale(scale, queries.shape[-1]), mask, ranges, queries.ndim == 5, bits, group_size)
 
 
 def plain_problem(queries, keys, values, scale, mask, key_ranges) -> Problem:
