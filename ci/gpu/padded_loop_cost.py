@@ -21,6 +21,12 @@ on a cache one key longer each step, request b's keys from bench.left_pads), wit
 - "none": no key_ranges (the unpadded loop);
 - "none, an unused array made from Python each step": no key_ranges, but the perf row's array made
   each step all the same (and kept for the loop): what making it costs where nothing reads it;
+  "..., never freed" keeps every such array to the end of the run (no buffer of MLX's cache is
+  written again); "..., 64 KiB" makes one of 16384 int32 (through numpy) instead; "none, an
+  unused array made by an MLX op each step" makes it on the GPU (memory the host never writes);
+- "(constants on the device)": our kernels' constant inputs (gpu._int32s, gpu._float32s: dims,
+  the softmax scale) written once by a GPU op into a fresh buffer (device memory from MLX's
+  stream-ordered pool) instead of made from Python (managed memory, which the host writes);
 - MLX's SDPA with the boolean mask those ranges stand for, made each step (bench.padded_mask:
   the perf rows' peer), and without a mask.
 Every loop runs the same steps (S to S + STEPS - 1 keys), so the variants read the same keys.
@@ -36,6 +42,7 @@ patches).
 
 picks more rounds and the variants whose names start with one of the |-separated prefixes.
 """
+import functools
 import json
 import os
 import re
@@ -44,9 +51,10 @@ import sys
 import time
 
 import mlx.core as mx
+import numpy as np
 
 import fusedattend as fa
-from fusedattend import _problem, bench
+from fusedattend import _problem, bench, gpu
 
 sys.path.insert(0, os.path.dirname(__file__))
 from kernel_gaps import profiled_kernels  # noqa: E402
@@ -69,6 +77,38 @@ def unused(array):
 
 
 kept = []
+kept_forever = []
+
+
+def unused_forever(array):
+    """unused, but the array stays alive to the end of the run."""
+    kept_forever.append(array)
+    return None
+
+
+def on_the_device(make):
+    """A constant input maker like gpu._int32s whose arrays a GPU op writes once into a fresh
+    buffer: MLX's CUDA allocator gives an op's output device memory (cudaMallocAsync) unless its
+    cache hands back a buffer of that size, which mx.clear_cache() empties first."""
+    @functools.lru_cache(maxsize=256)
+    def made(*values):
+        host = make(*values)
+        mx.clear_cache()
+        out = host * 1
+        mx.eval(out)
+        return out
+    return made
+
+
+SHIPPED_CONSTANTS = gpu._int32s, gpu._float32s
+DEVICE_CONSTANTS = tuple(on_the_device(make) for make in SHIPPED_CONSTANTS)
+
+
+def use_constants(makers):
+    """Our kernels' constant inputs from these makers from the next call on (launches rebuilt)."""
+    if (gpu._int32s, gpu._float32s) != makers:
+        gpu._int32s, gpu._float32s = makers
+        gpu.clear_caches()
 
 
 def main():
@@ -81,6 +121,8 @@ def main():
     pads = bench.left_pads(B)
     once = {keys: bench.padded_key_ranges(pads, keys) for keys in range(S, S + STEPS)}
     mx.eval(list(once.values()))
+    wide = np.zeros(16384, dtype=np.int32)
+    pads_on_gpu = mx.array(pads, dtype=mx.int32)
 
     def ours(ranges):
         return lambda x, keys: fa.decode_attention(x, bench.first_keys(k, keys), bench.first_keys(v, keys),
@@ -98,6 +140,15 @@ def main():
         "from Python, copied on the GPU": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
         "none": ours(lambda keys: None),
         "none, an unused array made from Python each step": ours(lambda keys: unused(bench.padded_key_ranges(pads, keys))),
+        "none, an unused array made from Python each step, never freed":
+            ours(lambda keys: unused_forever(bench.padded_key_ranges(pads, keys))),
+        "none, an unused array made from Python each step, 64 KiB": ours(lambda keys: unused(mx.array(wide + keys))),
+        "none, an unused array made by an MLX op each step":
+            ours(lambda keys: unused(mx.stack([pads_on_gpu, keys - pads_on_gpu], axis=1))),
+        "made from Python each step (constants on the device)": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
+        "none (constants on the device)": ours(lambda keys: None),
+        "none, an unused array made from Python each step (constants on the device)":
+            ours(lambda keys: unused(bench.padded_key_ranges(pads, keys))),
         "MLX's SDPA, the boolean mask made each step (the perf rows' peer)": sdpa(True),
         "MLX's SDPA, no mask": sdpa(False),
     }
@@ -118,6 +169,7 @@ def main():
         for name, step in variants.items():
             _problem.kernel_key_ranges = copied_on_the_gpu if "copied" in name else SHIPPED_KERNEL_FORM
             _problem._key_ranges = unchecked if "never read" in name else SHIPPED_CHECK
+            use_constants(DEVICE_CONSTANTS if "constants on the device" in name else SHIPPED_CONSTANTS)
             loop(step)
             kernels = profiled_kernels(lambda: loop(step))
             t0 = time.perf_counter()
@@ -130,6 +182,7 @@ def main():
                 kind = by_kind.setdefault(name, {}).setdefault(short_name(kname), [0.0] * ROUNDS)
                 kind[len(samples[name]) - 1] += dur / STEPS
     _problem.kernel_key_ranges, _problem._key_ranges = SHIPPED_KERNEL_FORM, SHIPPED_CHECK
+    use_constants(SHIPPED_CONSTANTS)
     for name, got in samples.items():
         wall, kernels, decode = (statistics.median(x) for x in zip(*got))
         print(json.dumps(dict(B=B, S=S, each_step=each_step, key_ranges=name, step_wall_us=round(wall, 1),
