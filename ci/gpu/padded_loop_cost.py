@@ -27,6 +27,8 @@ on a cache one key longer each step, request b's keys from bench.left_pads), wit
 - "(constants on the device)": our kernels' constant inputs (gpu._int32s, gpu._float32s: dims,
   the softmax scale) written once by a GPU op into a fresh buffer (device memory from MLX's
   stream-ordered pool) instead of made from Python (managed memory, which the host writes);
+- "(outputs filled)": our kernels' outputs made with mx.fast.cuda_kernel's init_value (MLX fills
+  them with a GPU op first) instead of allocated for the kernel alone;
 - MLX's SDPA with the boolean mask those ranges stand for, made each step (bench.padded_mask:
   the perf rows' peer), and without a mask.
 Every loop runs the same steps (S to S + STEPS - 1 keys), so the variants read the same keys.
@@ -104,6 +106,24 @@ SHIPPED_CONSTANTS = gpu._int32s, gpu._float32s
 DEVICE_CONSTANTS = tuple(on_the_device(make) for make in SHIPPED_CONSTANTS)
 
 
+def filled_outputs(make):
+    """gpu._kernel whose kernels take init_value=0 (their outputs made by MLX's fill first)."""
+    def kernel(*args, **kwargs):
+        run = make(*args, **kwargs)
+        return lambda **call: run(init_value=0, **call)
+    return kernel
+
+
+SHIPPED_KERNEL = gpu._kernel
+FILLED_KERNEL = filled_outputs(SHIPPED_KERNEL)
+
+
+def use_kernel(make):
+    if gpu._kernel is not make:
+        gpu._kernel = make
+        gpu.clear_caches()
+
+
 def use_constants(makers):
     """Our kernels' constant inputs from these makers from the next call on (launches rebuilt)."""
     if (gpu._int32s, gpu._float32s) != makers:
@@ -147,6 +167,10 @@ def main():
             ours(lambda keys: unused(mx.stack([pads_on_gpu, keys - pads_on_gpu], axis=1))),
         "made from Python each step (constants on the device)": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
         "none (constants on the device)": ours(lambda keys: None),
+        "made from Python each step (outputs filled)": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
+        "none (outputs filled)": ours(lambda keys: None),
+        "none, an unused array made from Python each step (outputs filled)":
+            ours(lambda keys: unused(bench.padded_key_ranges(pads, keys))),
         "none, an unused array made from Python each step (constants on the device)":
             ours(lambda keys: unused(bench.padded_key_ranges(pads, keys))),
         "MLX's SDPA, the boolean mask made each step (the perf rows' peer)": sdpa(True),
@@ -170,6 +194,7 @@ def main():
             _problem.kernel_key_ranges = copied_on_the_gpu if "copied" in name else SHIPPED_KERNEL_FORM
             _problem._key_ranges = unchecked if "never read" in name else SHIPPED_CHECK
             use_constants(DEVICE_CONSTANTS if "constants on the device" in name else SHIPPED_CONSTANTS)
+            use_kernel(FILLED_KERNEL if "outputs filled" in name else SHIPPED_KERNEL)
             loop(step)
             kernels = profiled_kernels(lambda: loop(step))
             t0 = time.perf_counter()
@@ -183,6 +208,7 @@ def main():
                 kind[len(samples[name]) - 1] += dur / STEPS
     _problem.kernel_key_ranges, _problem._key_ranges = SHIPPED_KERNEL_FORM, SHIPPED_CHECK
     use_constants(SHIPPED_CONSTANTS)
+    use_kernel(SHIPPED_KERNEL)
     for name, got in samples.items():
         wall, kernels, decode = (statistics.median(x) for x in zip(*got))
         print(json.dumps(dict(B=B, S=S, each_step=each_step, key_ranges=name, step_wall_us=round(wall, 1),
