@@ -24,11 +24,10 @@ on a cache one key longer each step, request b's keys from bench.left_pads), wit
   "..., never freed" keeps every such array to the end of the run (no buffer of MLX's cache is
   written again); "..., 64 KiB" makes one of 16384 int32 (through numpy) instead; "none, an
   unused array made by an MLX op each step" makes it on the GPU (memory the host never writes);
-- "(constants on the device)": our kernels' constant inputs (gpu._int32s, gpu._float32s: dims,
-  the softmax scale) written once by a GPU op into a fresh buffer (device memory from MLX's
-  stream-ordered pool) instead of made from Python (managed memory, which the host writes);
-- "(outputs filled)": our kernels' outputs made with mx.fast.cuda_kernel's init_value (MLX fills
-  them with a GPU op first) instead of allocated for the kernel alone;
+- "(constants made from Python)": our kernels' constant inputs (gpu._int32s, gpu._float32s: dims,
+  the softmax scale) made from Python (managed memory), as before 2026-12-02, instead of written
+  once by an MLX op (device memory; calls 117-118 ran that as "(constants on the device)", with
+  mx.clear_cache() before each, against this form as shipped then);
 - MLX's SDPA with the boolean mask those ranges stand for, made each step (bench.padded_mask:
   the perf rows' peer), and without a mask.
 Every loop runs the same steps (S to S + STEPS - 1 keys), so the variants read the same keys.
@@ -88,40 +87,16 @@ def unused_forever(array):
     return None
 
 
-def on_the_device(make):
-    """A constant input maker like gpu._int32s whose arrays a GPU op writes once into a fresh
-    buffer: MLX's CUDA allocator gives an op's output device memory (cudaMallocAsync) unless its
-    cache hands back a buffer of that size, which mx.clear_cache() empties first."""
+def from_python(dtype):
+    """A constant input maker like gpu._int32s whose arrays are made from Python (managed memory)."""
     @functools.lru_cache(maxsize=256)
     def made(*values):
-        host = make(*values)
-        mx.clear_cache()
-        out = host * 1
-        mx.eval(out)
-        return out
+        return mx.array(gpu._padded(values, dtype.size), dtype=dtype)
     return made
 
 
 SHIPPED_CONSTANTS = gpu._int32s, gpu._float32s
-DEVICE_CONSTANTS = tuple(on_the_device(make) for make in SHIPPED_CONSTANTS)
-
-
-def filled_outputs(make):
-    """gpu._kernel whose kernels take init_value=0 (their outputs made by MLX's fill first)."""
-    def kernel(*args, **kwargs):
-        run = make(*args, **kwargs)
-        return lambda **call: run(init_value=0, **call)
-    return kernel
-
-
-SHIPPED_KERNEL = gpu._kernel
-FILLED_KERNEL = filled_outputs(SHIPPED_KERNEL)
-
-
-def use_kernel(make):
-    if gpu._kernel is not make:
-        gpu._kernel = make
-        gpu.clear_caches()
+PYTHON_CONSTANTS = from_python(mx.int32), from_python(mx.float32)
 
 
 def use_constants(makers):
@@ -165,13 +140,9 @@ def main():
         "none, an unused array made from Python each step, 64 KiB": ours(lambda keys: unused(mx.array(wide + keys))),
         "none, an unused array made by an MLX op each step":
             ours(lambda keys: unused(mx.stack([pads_on_gpu, keys - pads_on_gpu], axis=1))),
-        "made from Python each step (constants on the device)": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
-        "none (constants on the device)": ours(lambda keys: None),
-        "made from Python each step (outputs filled)": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
-        "none (outputs filled)": ours(lambda keys: None),
-        "none, an unused array made from Python each step (outputs filled)":
-            ours(lambda keys: unused(bench.padded_key_ranges(pads, keys))),
-        "none, an unused array made from Python each step (constants on the device)":
+        "made from Python each step (constants made from Python)": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
+        "none (constants made from Python)": ours(lambda keys: None),
+        "none, an unused array made from Python each step (constants made from Python)":
             ours(lambda keys: unused(bench.padded_key_ranges(pads, keys))),
         "MLX's SDPA, the boolean mask made each step (the perf rows' peer)": sdpa(True),
         "MLX's SDPA, no mask": sdpa(False),
@@ -193,8 +164,7 @@ def main():
         for name, step in variants.items():
             _problem.kernel_key_ranges = copied_on_the_gpu if "copied" in name else SHIPPED_KERNEL_FORM
             _problem._key_ranges = unchecked if "never read" in name else SHIPPED_CHECK
-            use_constants(DEVICE_CONSTANTS if "constants on the device" in name else SHIPPED_CONSTANTS)
-            use_kernel(FILLED_KERNEL if "outputs filled" in name else SHIPPED_KERNEL)
+            use_constants(PYTHON_CONSTANTS if "constants made from Python" in name else SHIPPED_CONSTANTS)
             loop(step)
             kernels = profiled_kernels(lambda: loop(step))
             t0 = time.perf_counter()
@@ -208,7 +178,6 @@ def main():
                 kind[len(samples[name]) - 1] += dur / STEPS
     _problem.kernel_key_ranges, _problem._key_ranges = SHIPPED_KERNEL_FORM, SHIPPED_CHECK
     use_constants(SHIPPED_CONSTANTS)
-    use_kernel(SHIPPED_KERNEL)
     for name, got in samples.items():
         wall, kernels, decode = (statistics.median(x) for x in zip(*got))
         print(json.dumps(dict(B=B, S=S, each_step=each_step, key_ranges=name, step_wall_us=round(wall, 1),
