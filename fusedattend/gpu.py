@@ -430,33 +430,17 @@ def _padded(values, itemsize):
     return values + (0,) * max(0, CONSTANT_INPUT_MIN_BYTES // itemsize - len(values))
 
 
-# An array made from host data is managed memory on MLX's CUDA backend, and MLX's buffer cache
-# hands a freed one back to the next array of its size. With every step evaluated before the
-# next, a caller's small array made from Python each step (given to nothing) cost our decode
-# kernel 10-25 µs a step, read from these constants' pages (B = 8 and 32, S = 2048, bf16; none
-# with the arrays never freed). Written once by an MLX op instead, they are device memory (MLX
-# gives an op's output cudaMallocAsync'd memory unless its cache holds a buffer of that size),
-# and that wait went: H200, docs/h200/host-arrays/, 2026-12-02. Apple's memory is unified.
-def _constant_input(values, dtype):
-    made = mx.array(_padded(values, dtype.size), dtype=dtype)
-    if on_metal():
-        return made
-    made = made * 1  # the same bits, written on the GPU
-    mx.eval(made)
-    return made
-
-
 @functools.lru_cache(maxsize=256)
 def _int32s(*values):
     """A small constant input, made once per distinct value (building one costs host time), of
     at least CONSTANT_INPUT_MIN_BYTES."""
-    return _constant_input(values, mx.int32)
+    return mx.array(_padded(values, 4), dtype=mx.int32)
 
 
 @functools.lru_cache(maxsize=256)
 def _float32s(*values):
     """_int32s' float32 counterpart."""
-    return _constant_input(values, mx.float32)
+    return mx.array(_padded(values, 4), dtype=mx.float32)
 
 
 def _uses_mma(quantized, dtype, D, single_pass, block) -> bool:
@@ -595,8 +579,9 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
         defines=defines,
         constants=tuple(constants),
         launch_bounds=(threads, per_sm) if per_sm else None,
-        # One launch's block is all S keys, which any bound of at least S gives the kernels: the
-        # same dims for every S a decode loop's single launches take, one constant for all.
+        # One launch's block is all S keys, which any bound of at least S gives the kernels: one
+        # dims for every S a decode loop's single launches take, not an array made each step (a
+        # host-made array each step costs a loop: docs/h200/host-arrays/).
         dims=_int32s(L, G, max(S, SINGLE_PASS_MAX_S) if single_pass else block, int(has_ranges), group_size or 0),
         kernel_args=dict(grid=(NB * threads, H_kv * tiles, N), threadgroup=(threads, 1, 1), **outputs),
         merge_constants=merge_constants,

@@ -24,10 +24,12 @@ on a cache one key longer each step, request b's keys from bench.left_pads), wit
   "..., never freed" keeps every such array to the end of the run (no buffer of MLX's cache is
   written again); "..., 64 KiB" makes one of 16384 int32 (through numpy) instead; "none, an
   unused array made by an MLX op each step" makes it on the GPU (memory the host never writes);
-- "(constants made from Python)": our kernels' constant inputs (gpu._int32s, gpu._float32s: dims,
-  the softmax scale) made from Python (managed memory), as before 2026-12-02, instead of written
-  once by an MLX op (device memory; calls 117-118 ran that as "(constants on the device)", with
-  mx.clear_cache() before each, against this form as shipped then);
+- "(constants on the device)": our kernels' constant inputs (gpu._int32s, gpu._float32s: dims,
+  the softmax scale) written once by an MLX op into a fresh buffer (mx.clear_cache() first:
+  device memory from MLX's stream-ordered pool) instead of made from Python (managed memory).
+  Calls 117-118 ran this form; call 120 ran the form then shipped, the op without
+  mx.clear_cache(), against "(constants made from Python)"; neither is shipped
+  (docs/h200/host-arrays/);
 - MLX's SDPA with the boolean mask those ranges stand for, made each step (bench.padded_mask:
   the perf rows' peer), and without a mask.
 Every loop runs the same steps (S to S + STEPS - 1 keys), so the variants read the same keys.
@@ -87,16 +89,22 @@ def unused_forever(array):
     return None
 
 
-def from_python(dtype):
-    """A constant input maker like gpu._int32s whose arrays are made from Python (managed memory)."""
+def on_the_device(make):
+    """A constant input maker like gpu._int32s whose arrays an MLX op writes once into a fresh
+    buffer: MLX's CUDA allocator gives an op's output device memory (cudaMallocAsync) unless its
+    cache hands back a buffer of that size, which mx.clear_cache() empties first."""
     @functools.lru_cache(maxsize=256)
     def made(*values):
-        return mx.array(gpu._padded(values, dtype.size), dtype=dtype)
+        host = make(*values)
+        mx.clear_cache()
+        out = host * 1
+        mx.eval(out)
+        return out
     return made
 
 
 SHIPPED_CONSTANTS = gpu._int32s, gpu._float32s
-PYTHON_CONSTANTS = from_python(mx.int32), from_python(mx.float32)
+DEVICE_CONSTANTS = tuple(on_the_device(make) for make in SHIPPED_CONSTANTS)
 
 
 def use_constants(makers):
@@ -140,9 +148,9 @@ def main():
         "none, an unused array made from Python each step, 64 KiB": ours(lambda keys: unused(mx.array(wide + keys))),
         "none, an unused array made by an MLX op each step":
             ours(lambda keys: unused(mx.stack([pads_on_gpu, keys - pads_on_gpu], axis=1))),
-        "made from Python each step (constants made from Python)": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
-        "none (constants made from Python)": ours(lambda keys: None),
-        "none, an unused array made from Python each step (constants made from Python)":
+        "made from Python each step (constants on the device)": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
+        "none (constants on the device)": ours(lambda keys: None),
+        "none, an unused array made from Python each step (constants on the device)":
             ours(lambda keys: unused(bench.padded_key_ranges(pads, keys))),
         "MLX's SDPA, the boolean mask made each step (the perf rows' peer)": sdpa(True),
         "MLX's SDPA, no mask": sdpa(False),
@@ -164,7 +172,7 @@ def main():
         for name, step in variants.items():
             _problem.kernel_key_ranges = copied_on_the_gpu if "copied" in name else SHIPPED_KERNEL_FORM
             _problem._key_ranges = unchecked if "never read" in name else SHIPPED_CHECK
-            use_constants(PYTHON_CONSTANTS if "constants made from Python" in name else SHIPPED_CONSTANTS)
+            use_constants(DEVICE_CONSTANTS if "constants on the device" in name else SHIPPED_CONSTANTS)
             loop(step)
             kernels = profiled_kernels(lambda: loop(step))
             t0 = time.perf_counter()

@@ -1,0 +1,84 @@
+"""A decode loop's single launches with one dims for every S (shipped) against one made for each S.
+
+    python3 ci/gpu/single_launch_dims.py [B] [S0] [--each-step]   # default 1 64; rows as JSON lines
+
+Up to gpu.SINGLE_PASS_MAX_S keys a call is one launch whose block is all S keys. Before
+2026-12-02 its dims input held S, so a loop on a growing cache made a new array from Python each
+step (gpu._int32s keeps 256; the loop's S cycle through more); now it holds a bound of at least S,
+one array for all. A host-made array each step costs a loop on MLX's CUDA backend
+(docs/h200/host-arrays/). The loop: bf16 K/V, H_q = 32, H_kv = 8, D = 128, STEPS chained steps a
+round on S0 + 0, 1, ... keys, wrapping before SINGLE_PASS_MAX_S (bench.growing_loop, one loop for
+each form); --each-step evaluates every step before the next. Medians over ROUNDS rounds taken in
+turn: a step's wall µs, and CUPTI's kernels summed a step.
+"""
+import functools
+import json
+import os
+import statistics
+import sys
+import time
+
+import mlx.core as mx
+
+import fusedattend as fa
+from fusedattend import bench, gpu
+
+sys.path.insert(0, os.path.dirname(__file__))
+from kernel_gaps import profiled_kernels  # noqa: E402
+
+STEPS, ROUNDS = 20, int(os.environ.get("SINGLE_ROUNDS", "15"))
+SHIPPED = gpu._schedule
+
+
+@functools.lru_cache(maxsize=None)
+def dims_for_each_S(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype, has_ranges, group_size,
+                    single_pass, layered):
+    """gpu._schedule with a single launch's dims as before: its S itself."""
+    launch = SHIPPED(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype, has_ranges, group_size,
+                     single_pass, layered)
+    if not single_pass:
+        return launch
+    NL, B, H_q, H_kv, L, S, D = shape
+    return launch._replace(dims=gpu._int32s(L, H_q // H_kv, S, int(has_ranges), group_size or 0))
+
+
+def main():
+    each_step = "--each-step" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--each-step"]
+    B = int(args[0]) if len(args) > 0 else 1
+    S0 = int(args[1]) if len(args) > 1 else 64
+    room = gpu.SINGLE_PASS_MAX_S - S0 + 1
+    case = bench.make_case(B, gpu.SINGLE_PASS_MAX_S, "bfloat16")
+    k, v, q, scale = case["k"], case["v"], case["q"], case["scale"]
+
+    def step(x, keys):
+        y = fa.decode_attention(x, bench.first_keys(k, keys), bench.first_keys(v, keys), scale=scale, backend="cuda")
+        if each_step:
+            mx.eval(y)
+        return y
+
+    forms = {"one dims for every S (shipped)": SHIPPED, "a dims made for each S (before)": dims_for_each_S}
+    loops = {name: bench.growing_loop(step, q, S0, STEPS, room) for name in forms}
+    samples = {name: [] for name in forms}
+    for _ in range(ROUNDS):
+        for name, schedule in forms.items():
+            if gpu._schedule is not schedule:
+                gpu._schedule = schedule
+                gpu.clear_caches()
+            run = loops[name]
+            mx.eval(run())
+            kernels = profiled_kernels(lambda: mx.eval(run()))
+            t0 = time.perf_counter()
+            mx.eval(run())
+            samples[name].append(((time.perf_counter() - t0) / STEPS * 1e6, sum(d for _, _, d in kernels) / STEPS))
+    gpu._schedule = SHIPPED
+    gpu.clear_caches()
+    for name, got in samples.items():
+        walls = sorted(w for w, _ in got)
+        print(json.dumps(dict(B=B, S0=S0, each_step=each_step, form=name, step_wall_us=round(statistics.median(walls), 1),
+                              wall_quartiles=[round(walls[len(walls) // 4], 1), round(walls[3 * len(walls) // 4], 1)],
+                              kernels_us_a_step=round(statistics.median(k for _, k in got), 1))), flush=True)
+
+
+if __name__ == "__main__":
+    main()
