@@ -1,4 +1,5 @@
-"""A decode loop's single launches with one dims for every S (shipped) against one made for each S.
+"""A decode loop's single launches with one dims for every S (shipped) against one made for each S,
+and MLX's SDPA on the same steps.
 
     python3 ci/gpu/single_launch_dims.py [B] [S0] [--each-step]   # default 1 64; rows as JSON lines
 
@@ -51,17 +52,21 @@ def main():
     case = bench.make_case(B, gpu.SINGLE_PASS_MAX_S, "bfloat16")
     k, v, q, scale = case["k"], case["v"], case["q"], case["scale"]
 
-    def step(x, keys):
-        y = fa.decode_attention(x, bench.first_keys(k, keys), bench.first_keys(v, keys), scale=scale, backend="cuda")
-        if each_step:
-            mx.eval(y)
-        return y
+    def stepping(attend):
+        def step(x, keys):
+            y = attend(x, bench.first_keys(k, keys), bench.first_keys(v, keys), scale=scale)
+            if each_step:
+                mx.eval(y)
+            return y
+        return step
 
-    forms = {"one dims for every S (shipped)": SHIPPED, "a dims made for each S (before)": dims_for_each_S}
-    loops = {name: bench.growing_loop(step, q, S0, STEPS, room) for name in forms}
+    ours = stepping(functools.partial(fa.decode_attention, backend="cuda"))
+    forms = {"one dims for every S (shipped)": (SHIPPED, ours), "a dims made for each S (before)": (dims_for_each_S, ours),
+             "MLX's SDPA": (SHIPPED, stepping(mx.fast.scaled_dot_product_attention))}
+    loops = {name: bench.growing_loop(step, q, S0, STEPS, room) for name, (_, step) in forms.items()}
     samples = {name: [] for name in forms}
     for _ in range(ROUNDS):
-        for name, schedule in forms.items():
+        for name, (schedule, _) in forms.items():
             if gpu._schedule is not schedule:
                 gpu._schedule = schedule
                 gpu.clear_caches()
