@@ -6,7 +6,8 @@ MLX's CUDA allocator has two kinds of memory (mlx/backend/cuda/allocator.cpp): d
 from a stream-ordered pool (cudaMallocAsync: what an op gets through cu::malloc_async) and
 managed memory (cudaMallocManaged: allocator::malloc, arrays made from host data). Managed pages
 written first by a kernel fault on the GPU, page by page, so a fresh managed output of MB
-megabytes takes far longer to write than a device one. Each row: a copy of MB megabytes of
+megabytes would take far longer to write than a device one (call 118, docs/h200/host-arrays/:
+all within 1.5x, which does not settle it). Each row: a copy of MB megabytes of
 float32 into a fresh output (mx.clear_cache() first, so no cached buffer is handed back) by
 - "custom kernel": mx.fast.cuda_kernel, as fusedattend's kernels make their outputs;
 - "custom kernel, init_value=0": the same, its output made by MLX's fill first;
