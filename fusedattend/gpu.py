@@ -665,9 +665,19 @@ def launcher(problem: Problem, quantized: bool):
 
 
 # A replayer keeps the launchers of this many schedules (key_schedule) at most: a decode loop's S
-# grows a key a step and changes schedule every block of keys (every step up to SINGLE_PASS_MAX_S,
-# where the one block is S keys).
+# grows a key a step and changes schedule every block of keys once split (up to SINGLE_PASS_MAX_S
+# one launcher serves every S).
 LAUNCHERS_KEPT = 64
+
+# key_schedule's key for every S of one block: a single launch's Launch is the same for each S
+# (its dims holds max(S, SINGLE_PASS_MAX_S); the kernels take S from K/V's shape).
+ONE_BLOCK = "one block"
+
+
+def key_schedule(S: int, plain_matrix: bool):
+    """What the launches depend on S through (as _launch_common and _schedule split S): nothing
+    while one block holds all S keys, else the blocks' size and count."""
+    return ONE_BLOCK if S <= SINGLE_PASS_MAX_S else _split_blocks(S, plain_matrix)
 
 
 def replayer(problem: Problem, quantized: bool):
@@ -682,18 +692,13 @@ def replayer(problem: Problem, quantized: bool):
     plain_matrix = _plain_matrix(quantized, problem.q.dtype, D)
     template = problem._replace(q=None, k=None, v=None, key_ranges=None)  # keeps no array of the caller's
 
-    def key_schedule(S):
-        """What the launches depend on S through (as _launch_common and _schedule split S): one
-        block of S keys, or the blocks' size and count."""
-        return S if S <= SINGLE_PASS_MAX_S else _split_blocks(S, plain_matrix)
-
-    launchers = {key_schedule(S): first}
+    launchers = {key_schedule(S, plain_matrix): first}
     last = [S, first]  # the last call's S and launcher
 
     def replay(*arrays):
         S = arrays[1].shape[-2]
         if S != last[0]:
-            key = key_schedule(S)
+            key = key_schedule(S, plain_matrix)
             launch = launchers.get(key)
             if launch is None:
                 if len(launchers) >= LAUNCHERS_KEPT:

@@ -156,7 +156,7 @@ def test_replayed_key_ranges_values_are_checked(stub_gpu, quantized):
     for S in (40, 39):
         call(q, first_keys(k, S), first_keys(v, S), quantized, backend="cuda",
              key_ranges=mx.array([[0, S]], dtype=mx.int64))
-    assert len(stub_gpu) == 2  # one block of S keys: each S its launch (the replayer's key_schedule)
+    assert len(stub_gpu) == 1  # one block of S keys: one launcher for every S (the replayer's key_schedule)
     launched = len(Recorder.calls)
     k39, v39 = first_keys(k, 39), first_keys(v, 39)
     for bad in ([[0, 40]], [[-1, 2]], [[40, 0]], [[2, -1]], [[2**62, 2**62]]):
@@ -228,9 +228,9 @@ def test_a_growing_cache_is_checked_once(stub_gpu, monkeypatch, quantized):
         call(q, first_keys(k, S), first_keys(v, S), quantized, backend="cuda")
     replayed = list(Recorder.launch_args)
     assert len(checks) == 1
-    # Four schedules: one block of 511 keys, one of 512, then split blocks alike for S = 513-514
-    # and again for S = 3000-3002.
-    assert len(stub_gpu) == 4
+    # Three schedules: one block (of 511 keys and of 512 alike), then split blocks alike for
+    # S = 513-514 and again for S = 3000-3002.
+    assert len(stub_gpu) == 3
     assert gpu._split_blocks(513, not quantized) == gpu._split_blocks(514, not quantized)
     fresh = []
     for S in steps:
@@ -276,3 +276,6 @@ def test_a_growing_cache_makes_no_kernel_input_each_step(stub_gpu, quantized):
     for position, name in enumerate(gpu.COMMON_INPUTS):
         made = {id(inputs[position]) for inputs in ours}  # the recorded inputs stay alive: ids are unique
         assert len(made) <= (2 if name == "dims" else 1), (name, len(made))  # dims: one block, then split
+    # and the launches are set up once for all its single launches, then once per split schedule
+    split = {gpu._split_blocks(S, not quantized) for S in range(gpu.SINGLE_PASS_MAX_S + 1, gpu.SINGLE_PASS_MAX_S + 41)}
+    assert len(stub_gpu) == 1 + len(split)

@@ -1,16 +1,20 @@
-"""A decode loop's single launches with one dims for every S (shipped) against one made for each S,
-and MLX's SDPA on the same steps.
+"""A decode loop's single launches as shipped against two earlier forms, and MLX's SDPA on the
+same steps.
 
     python3 ci/gpu/single_launch_dims.py [B] [S0] [--each-step]   # default 1 64; rows as JSON lines
 
-Up to gpu.SINGLE_PASS_MAX_S keys a call is one launch whose block is all S keys. Before
-2026-12-02 its dims input held S, so a loop on a growing cache made a new array from Python each
-step (gpu._int32s keeps 256; the loop's S cycle through more); now it holds a bound of at least S,
-one array for all. A host-made array each step costs a loop on MLX's CUDA backend
-(docs/h200/host-arrays/). The loop: bf16 K/V, H_q = 32, H_kv = 8, D = 128, STEPS chained steps a
-round on S0 + 0, 1, ... keys, wrapping before SINGLE_PASS_MAX_S (bench.growing_loop, one loop for
-each form); --each-step evaluates every step before the next. Medians over ROUNDS rounds taken in
-turn: a step's wall µs, and CUPTI's kernels summed a step.
+Up to gpu.SINGLE_PASS_MAX_S keys a call is one launch whose block is all S keys. The earlier forms:
+- "a dims made for each S": before a74e2dd its dims input held S, so a loop on a growing cache
+  made a new array from Python each step (gpu._int32s keeps 256; the loop's S cycle through more);
+  now it holds a bound of at least S, one array for all. A host-made array each step costs a loop
+  on MLX's CUDA backend (docs/h200/host-arrays/). That form also had the next one's launchers.
+- "a launcher for each S": until 2026-12-02 the replayer keyed its launchers by S for single
+  launches (gpu.key_schedule), so each step set its launch up afresh (_launch_common, _schedule),
+  though since a74e2dd that set-up gives the same launch for every S.
+The loop: bf16 K/V, H_q = 32, H_kv = 8, D = 128, STEPS chained steps a round on S0 + 0, 1, ...
+keys, wrapping before SINGLE_PASS_MAX_S (bench.growing_loop, one loop for each form); --each-step
+evaluates every step before the next. Medians over ROUNDS rounds taken in turn: a step's wall µs,
+and CUPTI's kernels summed a step. SINGLE_FORMS (comma-separated name prefixes) picks forms.
 """
 import functools
 import json
@@ -28,19 +32,33 @@ sys.path.insert(0, os.path.dirname(__file__))
 from kernel_gaps import profiled_kernels  # noqa: E402
 
 STEPS, ROUNDS = 20, int(os.environ.get("SINGLE_ROUNDS", "15"))
-SHIPPED = gpu._schedule
+SHIPPED = {"_schedule": gpu._schedule, "key_schedule": gpu.key_schedule}
+
+
+def keyed_by_S(S, plain_matrix):
+    """gpu.key_schedule as before: each S of a single launch its own key, so its own launcher."""
+    return S if S <= gpu.SINGLE_PASS_MAX_S else SHIPPED["key_schedule"](S, plain_matrix)
 
 
 @functools.lru_cache(maxsize=None)
 def dims_for_each_S(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype, has_ranges, group_size,
                     single_pass, layered):
     """gpu._schedule with a single launch's dims as before: its S itself."""
-    launch = SHIPPED(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype, has_ranges, group_size,
-                     single_pass, layered)
+    launch = SHIPPED["_schedule"](shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype, has_ranges,
+                                  group_size, single_pass, layered)
     if not single_pass:
         return launch
     NL, B, H_q, H_kv, L, S, D = shape
     return launch._replace(dims=gpu._int32s(L, H_q // H_kv, S, int(has_ranges), group_size or 0))
+
+
+def set_form(patches):
+    """gpu's attributes as the form has them (the shipped ones elsewhere); replays forgotten on a change."""
+    wanted = {**SHIPPED, **patches}
+    if any(getattr(gpu, name) is not value for name, value in wanted.items()):
+        for name, value in wanted.items():
+            setattr(gpu, name, value)
+        gpu.clear_caches()
 
 
 def main():
@@ -61,23 +79,24 @@ def main():
         return step
 
     ours = stepping(functools.partial(fa.decode_attention, backend="cuda"))
-    forms = {"one dims for every S (shipped)": (SHIPPED, ours), "a dims made for each S (before)": (dims_for_each_S, ours),
-             "MLX's SDPA": (SHIPPED, stepping(mx.fast.scaled_dot_product_attention))}
+    forms = {"shipped": ({}, ours),
+             "a launcher for each S (before)": ({"key_schedule": keyed_by_S}, ours),
+             "a dims made for each S (before a74e2dd)": ({"key_schedule": keyed_by_S, "_schedule": dims_for_each_S}, ours),
+             "MLX's SDPA": ({}, stepping(mx.fast.scaled_dot_product_attention))}
+    picked = [p for p in os.environ.get("SINGLE_FORMS", "").split(",") if p]
+    forms = {name: form for name, form in forms.items() if not picked or name.startswith(tuple(picked))}
     loops = {name: bench.growing_loop(step, q, S0, STEPS, room) for name, (_, step) in forms.items()}
     samples = {name: [] for name in forms}
     for _ in range(ROUNDS):
-        for name, (schedule, _) in forms.items():
-            if gpu._schedule is not schedule:
-                gpu._schedule = schedule
-                gpu.clear_caches()
+        for name, (patches, _) in forms.items():
+            set_form(patches)
             run = loops[name]
             mx.eval(run())
             kernels = profiled_kernels(lambda: mx.eval(run()))
             t0 = time.perf_counter()
             mx.eval(run())
             samples[name].append(((time.perf_counter() - t0) / STEPS * 1e6, sum(d for _, _, d in kernels) / STEPS))
-    gpu._schedule = SHIPPED
-    gpu.clear_caches()
+    set_form({})
     for name, got in samples.items():
         walls = sorted(w for w, _ in got)
         print(json.dumps(dict(B=B, S0=S0, each_step=each_step, form=name, step_wall_us=round(statistics.median(walls), 1),
