@@ -2,9 +2,10 @@
 
     python ci/baseline_table.py tests/perf/baselines/nvidia-h200/*/0001_nvidia-h200.json
 
-One table per backend and format (and another for the decode-loop rows, whose cache grows a
-key a step from S: `grows_by` in their extra_info), one row per B and S: the backend's median µs per call (a
-round's median over its calls_per_round queued calls, 1 in baselines that predate it), its GB/s of K/V, and the speed
+One table per backend and format (and others for the decode-loop rows, whose cache grows a
+key a step from S: `grows_by` in their extra_info; padded loops and loops with every step
+evaluated apart), one row per B and S: the backend's median µs per call (a round's median over
+its calls_per_round queued calls, 1 in baselines that predate it), its GB/s of K/V, and the speed
 ratio against each peer timed in the same run (> 1: ours is faster), then the geometric mean
 of each ratio per format.
 """
@@ -20,6 +21,8 @@ def table_of(e):
     """(backend, format, what kind of call: "" one call, or a decode loop's, padded or not): the
     table a row goes to."""
     loop = "padded decode loops" if "pads" in e else "decode loops" if "grows_by" in e else ""
+    if e.get("each_step"):
+        loop += ", every step evaluated"
     return e["backend"], e["format"], loop
 
 

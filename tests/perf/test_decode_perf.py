@@ -91,9 +91,17 @@ def test_decode(benchmark, peer_times, backend, B, S, fmt):
 # loop of its own with the same sequence of S. Until 2026-12-02 the peer continued ours' sequence
 # and read more keys a step (its timed rounds S + 260 to S + 319 against ours' S + 20 to
 # S + 239), and took the best of 3 rounds. kv_bytes and gbps count the loop's first step (S keys).
-LOOP_SHAPES = [(B, S) for B in (1, 8, 32) for S in (2048, 32768)]
+# Short loops (S = 64, added 2026-12-02) grow only to SHORT_LOOP_END keys, so every step is one
+# launch (gpu.SINGLE_PASS_MAX_S): no row timed such steps when, until a74e2dd, each of them made
+# its kernel input on the host (3.7-4.9x slower with every step evaluated; docs/h200/host-arrays/).
+LOOP_SHAPES = [(B, S) for B in (1, 8, 32) for S in (64, 2048, 32768)]
 LOOP_ROOM = 1024  # keys a loop's cache grows by before it starts over from S
+SHORT_LOOP_END = 512
 LOOP_GROUP_SIZE = 64
+
+
+def loop_room(S):
+    return SHORT_LOOP_END - S if S < SHORT_LOOP_END else LOOP_ROOM
 
 
 @pytest.mark.perf
@@ -101,6 +109,18 @@ LOOP_GROUP_SIZE = 64
 @pytest.mark.parametrize("B,S", LOOP_SHAPES, ids=[f"B{B}-S{S}" for B, S in LOOP_SHAPES])
 def test_decode_loop(benchmark, backend, B, S, fmt):
     run_loop(benchmark, backend, B, S, fmt)
+
+
+# The same loops with every step evaluated before the next (a server that reads each step's
+# token): no queue hides the host's work or a kernel's wait for memory the host wrote that step.
+EACH_STEP_SHAPES = [(B, S) for B in (1, 8, 32) for S in (64, 2048)]
+
+
+@pytest.mark.perf
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("B,S", EACH_STEP_SHAPES, ids=[f"B{B}-S{S}" for B, S in EACH_STEP_SHAPES])
+def test_decode_loop_each_step(benchmark, backend, B, S, fmt):
+    run_loop(benchmark, backend, B, S, fmt, each_step=True)
 
 
 # Padded batches (left-padded: bench.left_pads): each step passes key_ranges made from Python
@@ -117,12 +137,14 @@ def test_padded_decode_loop(benchmark, backend, B, S, fmt):
     run_loop(benchmark, backend, B, S, fmt, pads=bench.left_pads(B))
 
 
-def run_loop(benchmark, backend, B, S, fmt, pads=None):
+def run_loop(benchmark, backend, B, S, fmt, pads=None, each_step=False):
     """A decode loop's benchmark (GPU backends only): QUEUED_CALLS steps a round; with `pads`,
-    request b sees its keys from pads[b] on, through key_ranges (ours) or a mask (MLX's SDPA)."""
+    request b sees its keys from pads[b] on, through key_ranges (ours) or a mask (MLX's SDPA);
+    with `each_step`, each step evaluated before the next."""
     if not ON_GPU or backend == "reference":
         pytest.skip("decode loops: GPU backends only")
-    _, case = _case(B, S + LOOP_ROOM, "bfloat16")
+    room = loop_room(S)
+    _, case = _case(B, S + room, "bfloat16")
     k, v = case["k"], case["v"]
     quantized = bench.is_quantized(fmt)
     if quantized:
@@ -146,24 +168,37 @@ def run_loop(benchmark, backend, B, S, fmt, pads=None):
                                                     bench.first_keys(case["v"], keys), scale=case["scale"], mask=mask)
 
     def loop(step):  # a loop of its own for each implementation: the same S sequence for each
-        return bench.growing_loop(step, case["q"], S, QUEUED_CALLS, LOOP_ROOM)
+        if each_step:
+            step = evaluated(step)
+        return bench.growing_loop(step, case["q"], S, QUEUED_CALLS, room)
 
     def loop_seconds(run):  # the benchmark's protocol: a warm-up round, then the median of ROUNDS
         return statistics.median(bench.time_call(run, repeats=ROUNDS))
 
-    benchmark.group = f"{'loop' if pads is None else 'padded loop'} {fmt} B={B} S={S}"
+    benchmark.group = f"{'loop' if pads is None else 'padded loop'}{' each step' if each_step else ''} {fmt} B={B} S={S}"
     run = loop(ours)
     benchmark.pedantic(lambda: mx.eval(run()), rounds=ROUNDS, iterations=1, warmup_rounds=1)
     median = _benchmark_median(benchmark)
     seconds = (median if median is not None else loop_seconds(loop(ours))) / QUEUED_CALLS
     kv_bytes = sum(x.nbytes for x in (*k, *v)) if quantized else k.nbytes + v.nbytes
-    kv_bytes = kv_bytes * S // (S + LOOP_ROOM)
+    kv_bytes = kv_bytes * S // (S + room)
     info = benchmark.extra_info
     info.update(backend=backend, format=fmt, B=B, S=S, kv_bytes=kv_bytes, calls_per_round=QUEUED_CALLS,
-                gbps=kv_bytes / seconds / 1e9, grows_by=LOOP_ROOM)
+                gbps=kv_bytes / seconds / 1e9, grows_by=room)
     if pads is not None:
         info["pads"] = pads
+    if each_step:
+        info["each_step"] = True
     info["ratio_mx.fast.sdpa"] = loop_seconds(loop(sdpa)) / QUEUED_CALLS / seconds
+
+
+def evaluated(step):
+    def step_evaluated(x, keys):
+        y = step(x, keys)
+        mx.eval(y)
+        return y
+
+    return step_evaluated
 
 
 @pytest.mark.smoke
