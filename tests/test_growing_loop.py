@@ -68,6 +68,46 @@ def test_perf_loop_times_the_peer_on_ours_lengths(monkeypatch, pads):
     assert benchmark.extra_info["ratio_mx.fast.sdpa"] > 0
 
 
+@pytest.mark.parametrize("each_step", [False, True])
+def test_perf_loop_evaluates_each_step_where_asked(monkeypatch, each_step):
+    """tests/perf's loop rows with every step evaluated evaluate each step (ours and the peer's)
+    before the next; the others queue a round's steps."""
+    events = []
+
+    def stepping(name):
+        def step(q, k, v, **kwargs):
+            events.append(name)
+            return q + 1
+        return step
+
+    evaluate = mx.eval
+    monkeypatch.setattr(perf, "ON_GPU", True)
+    monkeypatch.setattr(perf, "QUEUED_CALLS", 3)  # the CPU's 1 would evaluate each step anyway
+    monkeypatch.setattr(fa, "decode_attention", stepping("ours"))
+    monkeypatch.setattr(mx.fast, "scaled_dot_product_attention", stepping("mx.fast.sdpa"))
+    monkeypatch.setattr(mx, "eval", lambda *arrays: events.append("eval") or evaluate(*arrays))
+    perf.run_loop(RecordingBenchmark(), "cuda", 2, 64, "bfloat16", each_step=each_step)
+    steps = [i for i, e in enumerate(events) if e != "eval"]
+    assert {events[i] for i in steps} == {"ours", "mx.fast.sdpa"}
+    followed = [events[i + 1] == "eval" for i in steps]
+    assert all(followed) if each_step else followed.count(True) * perf.QUEUED_CALLS == len(steps)
+
+
+def test_short_perf_loops_take_one_launch_every_step():
+    """The S = 64 loop rows time single launches only (gpu.SINGLE_PASS_MAX_S): their cache grows
+    to SHORT_LOOP_END - 1 keys, then starts over."""
+    from fusedattend import gpu
+
+    for B, S in perf.LOOP_SHAPES + perf.EACH_STEP_SHAPES:
+        if S < perf.SHORT_LOOP_END:
+            assert S + perf.loop_room(S) - 1 <= gpu.SINGLE_PASS_MAX_S
+            seen = []
+            run = bench.growing_loop(recording_step(seen), mx.zeros(1), S, 7, perf.loop_room(S))
+            for _ in range(100):
+                run()
+            assert max(seen) == perf.SHORT_LOOP_END - 1 and min(seen) == S
+
+
 def test_padded_mask_stands_for_the_padded_key_ranges():
     """The padded loops' peer (MLX's SDPA with bench.padded_mask) sees the keys ours sees."""
     pads = bench.left_pads(16)
