@@ -91,9 +91,10 @@ def test_decode(benchmark, peer_times, backend, B, S, fmt):
 # loop of its own with the same sequence of S. Until 2026-12-02 the peer continued ours' sequence
 # and read more keys a step (its timed rounds S + 260 to S + 319 against ours' S + 20 to
 # S + 239), and took the best of 3 rounds. kv_bytes and gbps count the loop's first step (S keys).
-# Short loops (S = 64, added 2026-12-02) grow only to SHORT_LOOP_END keys, so every step is one
-# launch (gpu.SINGLE_PASS_MAX_S): no row timed such steps when, until a74e2dd, each of them made
-# its kernel input on the host (3.7-4.9x slower with every step evaluated; docs/h200/host-arrays/).
+# Short loops (S = 64, added 2026-12-02) grow only to SHORT_LOOP_END - 1 keys, so every step is
+# one launch (gpu.SINGLE_PASS_MAX_S): no row timed such steps when each of them made a kernel
+# input on the host (until a74e2dd: 3.7-4.9x slower with every step evaluated;
+# docs/h200/host-arrays/) and set its launch up afresh (until 1a927bc; docs/h200/one-launcher/).
 LOOP_SHAPES = [(B, S) for B in (1, 8, 32) for S in (64, 2048, 32768)]
 LOOP_ROOM = 1024  # keys a loop's cache grows by before it starts over from S
 SHORT_LOOP_END = 512
@@ -101,6 +102,7 @@ LOOP_GROUP_SIZE = 64
 
 
 def loop_room(S):
+    """Keys a loop from S grows by before it starts over."""
     return SHORT_LOOP_END - S if S < SHORT_LOOP_END else LOOP_ROOM
 
 
