@@ -107,10 +107,12 @@ def first_keys(cache, S):
     return cache[:, :, :S]
 
 
-def growing_loop(step, x0, S, steps, room):
+def growing_loop(step, x0, S, steps, room, each_step=False):
     """A decode loop on a growing cache, as one callable per implementation: each call runs `steps`
     chained steps (each step's query the step before's output, from x0) and returns the last
     output; step i of the n-th call is on the cache's first S + (n * steps + i) % room keys.
+    each_step: evaluate every step before the next (as a server that samples each token), instead
+    of leaving the steps queued for the caller to evaluate.
 
     Every implementation timed gets its own, so all of them see the same sequence of S, each S new
     to it until `room` wraps (mlx_lm's caches hand each step a slice one key longer). One counter
@@ -123,6 +125,8 @@ def growing_loop(step, x0, S, steps, room):
         x = x0
         for _ in range(steps):
             x = step(x, S + next(keys) % room)
+            if each_step:
+                mx.eval(x)
         return x
 
     return run

@@ -71,12 +71,7 @@ def main():
     k, v, q, scale = case["k"], case["v"], case["q"], case["scale"]
 
     def stepping(attend):
-        def step(x, keys):
-            y = attend(x, bench.first_keys(k, keys), bench.first_keys(v, keys), scale=scale)
-            if each_step:
-                mx.eval(y)
-            return y
-        return step
+        return lambda x, keys: attend(x, bench.first_keys(k, keys), bench.first_keys(v, keys), scale=scale)
 
     ours = stepping(functools.partial(fa.decode_attention, backend="cuda"))
     forms = {"shipped": ({}, ours),
@@ -85,7 +80,7 @@ def main():
              "MLX's SDPA": ({}, stepping(mx.fast.scaled_dot_product_attention))}
     picked = [p for p in os.environ.get("SINGLE_FORMS", "").split(",") if p]
     forms = {name: form for name, form in forms.items() if not picked or name.startswith(tuple(picked))}
-    loops = {name: bench.growing_loop(step, q, S0, STEPS, room) for name, (_, step) in forms.items()}
+    loops = {name: bench.growing_loop(step, q, S0, STEPS, room, each_step) for name, (_, step) in forms.items()}
     samples = {name: [] for name in forms}
     for _ in range(ROUNDS):
         for name, (patches, _) in forms.items():

@@ -170,9 +170,7 @@ def run_loop(benchmark, backend, B, S, fmt, pads=None, each_step=False):
                                                     bench.first_keys(case["v"], keys), scale=case["scale"], mask=mask)
 
     def loop(step):  # a loop of its own for each implementation: the same S sequence for each
-        if each_step:
-            step = evaluated(step)
-        return bench.growing_loop(step, case["q"], S, QUEUED_CALLS, room)
+        return bench.growing_loop(step, case["q"], S, QUEUED_CALLS, room, each_step=each_step)
 
     def loop_seconds(run):  # the benchmark's protocol: a warm-up round, then the median of ROUNDS
         return statistics.median(bench.time_call(run, repeats=ROUNDS))
@@ -192,15 +190,6 @@ def run_loop(benchmark, backend, B, S, fmt, pads=None, each_step=False):
     if each_step:
         info["each_step"] = True
     info["ratio_mx.fast.sdpa"] = loop_seconds(loop(sdpa)) / QUEUED_CALLS / seconds
-
-
-def evaluated(step):
-    def step_evaluated(x, keys):
-        y = step(x, keys)
-        mx.eval(y)
-        return y
-
-    return step_evaluated
 
 
 @pytest.mark.smoke
