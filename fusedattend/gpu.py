@@ -83,7 +83,9 @@ TARGET_BLOCKS = 32
 # below 4096 (docs/h200/long-from-4096/); the plain matrix kernel has changed since
 # (16-bit V^T). Like the block itself this depends on S and the format, never on B or NL.
 # Quantized K/V keep TARGET_BLOCKS: there 1024-key blocks lost at B = 1 (S = 8192: 56.7 against
-# 72.0; S = 16384: 71.7 against 82.2), however much they gained at B = 8 and 32.
+# 72.0; S = 16384: 71.7 against 82.2), however much they gained at B = 8 and 32. Again for longer
+# ones (docs/h200/quantized-blocks/, 2026-12-02, chained and cold): 16 blocks of at most 2048 keys
+# took B = 32, S = 32768 from 480.0-485.6 to 464.0-471.5 µs and B = 1 from 66.7-68.4 to 79.2-82.5.
 PLAIN_LONG_BLOCKS_FROM_S = 513
 # From this S on those blocks are PLAIN_LONGER_BLOCK keys: fewer partials and fewer threadgroup
 # starts where there are still 16 blocks or more a row. H200, K/V out of L2, bf16 µs, two copies
@@ -495,16 +497,41 @@ QUANTIZED_INPUTS = ("q", "k_codes", "k_scales", "k_biases", "v_codes", "v_scales
 COMMON_INPUTS = ("mask", "key_ranges", "dims", "scalars")
 
 
-@functools.lru_cache(maxsize=1024)
+# key_schedule's key for every S of one block: a single launch's Launch is the same for each S
+# (its dims hold SINGLE_PASS_MAX_S, a bound of at least S; the kernels take S from K/V's shape).
+ONE_BLOCK = "one block"
+
+
+def key_schedule(S: int, plain_matrix: bool):
+    """All that the launches take of S: nothing while one block holds all S keys, else the
+    blocks' size and count."""
+    return ONE_BLOCK if S <= SINGLE_PASS_MAX_S else _split_blocks(S, plain_matrix)
+
+
 def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype, has_ranges, group_size,
-              single_pass, layered) -> Launch:
-    """The launches of a problem (cached: a decode step repeats them). The output takes the
-    caller's form: with the layer axis only when the caller passed it (`layered`)."""
+              layered) -> Launch:
+    """The launches of a problem: those of its schedule (key_schedule), made once for every S
+    that shares it, as a decode loop's growing cache does step after step."""
     NL, B, H_q, H_kv, L, S, D = shape
+    keys = key_schedule(S, _plain_matrix(quantized, dtype, D))
+    return _schedule_launch((NL, B, H_q, H_kv, L, D), dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype,
+                            has_ranges, group_size, keys, layered)
+
+
+@functools.lru_cache(maxsize=1024)
+def _schedule_launch(heads, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype, has_ranges, group_size,
+                     keys, layered) -> Launch:
+    """_schedule's Launch of one schedule (`keys`: key_schedule's). The output takes the caller's
+    form: with the layer axis only when the caller passed it (`layered`)."""
+    NL, B, H_q, H_kv, L, D = heads
     out_shape = (NL, B, H_q, L, D) if layered else (B, H_q, L, D)
     N = NL * B
     G = H_q // H_kv
-    block, NB = (S, 1) if single_pass else _split_blocks(S, _plain_matrix(quantized, dtype, D))
+    single_pass = keys == ONE_BLOCK
+    # One launch's block is all S keys, which any bound of at least S gives the kernels: one
+    # dims for every S a decode loop's single launches take, not an array made each step (a
+    # host-made array each step costs a loop: docs/h200/host-arrays/).
+    block, NB = (SINGLE_PASS_MAX_S, 1) if single_pass else keys
     mma = _uses_mma(quantized, dtype, D, single_pass, block)
     if single_pass:
         simdgroups = SINGLE_PASS_SIMDGROUPS
@@ -579,10 +606,7 @@ def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype
         defines=defines,
         constants=tuple(constants),
         launch_bounds=(threads, per_sm) if per_sm else None,
-        # One launch's block is all S keys, which any bound of at least S gives the kernels: one
-        # dims for every S a decode loop's single launches take, not an array made each step (a
-        # host-made array each step costs a loop: docs/h200/host-arrays/).
-        dims=_int32s(L, G, max(S, SINGLE_PASS_MAX_S) if single_pass else block, int(has_ranges), group_size or 0),
+        dims=_int32s(L, G, block, int(has_ranges), group_size or 0),
         kernel_args=dict(grid=(NB * threads, H_kv * tiles, N), threadgroup=(threads, 1, 1), **outputs),
         merge_constants=merge_constants,
         merge_args=merge_args,
@@ -610,7 +634,7 @@ def _launch_common(problem: Problem, quantized: bool, shape):
     q, k, ranges = problem.q, problem.k, problem.key_ranges
     scales_dtype = k.scales.dtype if quantized else None
     launch = _schedule(shape, q.dtype, quantized, kind, mask.dtype, problem.bits, scales_dtype,
-                       ranges is not None, problem.group_size, S <= SINGLE_PASS_MAX_S, problem.layered)
+                       ranges is not None, problem.group_size, problem.layered)
     # 1.0 is read at run time by the kernels' code reading (fa_code_unit in decode_attention.h).
     constants = (launch.dims, _float32s(problem.scale, 1.0))
     no_ranges = () if ranges is not None else (_placeholder(mx.int32),)
@@ -669,17 +693,6 @@ def launcher(problem: Problem, quantized: bool):
 # one launcher serves every S).
 LAUNCHERS_KEPT = 64
 
-# key_schedule's key for every S of one block: a single launch's Launch is the same for each S
-# (its dims holds max(S, SINGLE_PASS_MAX_S); the kernels take S from K/V's shape).
-ONE_BLOCK = "one block"
-
-
-def key_schedule(S: int, plain_matrix: bool):
-    """What the launches depend on S through (as _launch_common and _schedule split S): nothing
-    while one block holds all S keys, else the blocks' size and count."""
-    return ONE_BLOCK if S <= SINGLE_PASS_MAX_S else _split_blocks(S, plain_matrix)
-
-
 def replayer(problem: Problem, quantized: bool):
     """launcher's function for calls that repeat this one's signature (backends.replay): any
     arrays of the problem's shapes and dtypes but for the keys' length S (axis -2 of K/V), which
@@ -713,7 +726,7 @@ def replayer(problem: Problem, quantized: bool):
 def clear_caches():
     """Forget schedules and replayed launchers: after changing this module's constants or
     `_kernel` (tests, sweeps), which they were made with."""
-    _schedule.cache_clear()
+    _schedule_launch.cache_clear()
     backends.forget_replays()
 
 
