@@ -5,9 +5,10 @@ call before MLX's own kernel call. Runs anywhere (no GPU): the stub returns fres
 
 A repeated public call replays its launches (backends.replay): its row is the signature, the
 lookup and the stubbed kernels; the rows between are what a call not replayed adds (a mask
-array or key_ranges: the checks in full besides). The last two rows are public calls on the
-first S keys of a longer cache (slicing included), at one S and with S one more each call, as
-in a decode loop.
+array or key_ranges: the checks in full besides). The last three rows are public calls on the
+first S keys of a longer cache (slicing included), at one S and with S one more each call (S to
+2S - 1 in turn), as in a decode loop; the last adds a boolean mask (a slice of one), so that its
+calls are checked and set up every time.
 
 q4: the quantized call (4-bit K/V, group size 64) instead of the bf16 one.
 """
@@ -66,12 +67,15 @@ def main(B=1, S=2048, fmt="bf16"):
     problem = make()
     keys = [S]
 
-    def sliced(grow):
+    whole_mask = mx.ones((1, 1, 1, 2 * S), dtype=mx.bool_)
+
+    def sliced(grow, masked=False):
         if grow:
             keys[0] = S + (keys[0] - S + 1) % S
         kv = bench.first_keys(cache, keys[0])
-        return fa.quantized_decode_attention(q, kv, kv, backend="cuda") if quantized else fa.decode_attention(
-            q, kv, kv, backend="cuda")
+        mask = whole_mask[..., :keys[0]] if masked else None
+        return fa.quantized_decode_attention(q, kv, kv, mask=mask, backend="cuda") if quantized else fa.decode_attention(
+            q, kv, kv, mask=mask, backend="cuda")
     signature = lambda: (  # noqa: E731
         _problem.quantized_signature(q, k, k, None, None, None, 4, 64) if quantized
         else _problem.call_signature((q, k, k), None, None, None))
@@ -85,6 +89,7 @@ def main(B=1, S=2048, fmt="bf16"):
         "public call (replayed)": public,
         "public call, cache slices, one S": lambda: sliced(False),
         "public call, cache slices, S + 1 a call": lambda: sliced(True),
+        "the same with a mask array (not replayed)": lambda: sliced(True, masked=True),
     }
     for name, fn in rows.items():
         print(f"{name:40s} {per_call_us(fn):6.2f} µs")

@@ -47,12 +47,12 @@ def test_set_constants_returns_the_old_values_and_forgets_schedules(monkeypatch)
     monkeypatch.setattr(gpu, "on_metal", lambda: False)
     q, k = mx.zeros((1, 8, 1, 64)), mx.zeros((1, 2, 4096, 64))
     gpu.decode_launch(plain_problem(q, k, k, None, None, None), quantized=False)
-    assert gpu._schedule.cache_info().currsize > 0
+    assert gpu._schedule_launch.cache_info().currsize > 0
     before = gpu.TARGET_BLOCKS
     old = gpu.set_constants({"TARGET_BLOCKS": before * 2})
     try:
         assert old == {"TARGET_BLOCKS": before} and gpu.TARGET_BLOCKS == before * 2
-        assert gpu._schedule.cache_info().currsize == 0
+        assert gpu._schedule_launch.cache_info().currsize == 0
     finally:
         gpu.set_constants(old)
     assert gpu.TARGET_BLOCKS == before

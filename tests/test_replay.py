@@ -120,6 +120,20 @@ def test_mask_arrays_are_set_up_every_call(stub_gpu):
     assert len(stub_gpu) == 2
 
 
+@pytest.mark.parametrize("quantized", [False, True], ids=["plain", "q4"])
+def test_a_growing_cache_with_a_mask_makes_one_launch_a_schedule(stub_gpu, quantized):
+    """Calls with a mask array are set up every call, but what their launches take of S is only
+    their schedule (gpu.key_schedule): a growing cache makes one Launch for all its single
+    launches, then one for each split schedule, not one for each S."""
+    q, k, v = arrays(gpu.SINGLE_PASS_MAX_S + 40, quantized, 0)
+    for S in range(1, gpu.SINGLE_PASS_MAX_S + 41):
+        mask = mx.ones((1, 1, 1, S), dtype=mx.bool_)
+        call(q, first_keys(k, S), first_keys(v, S), quantized, backend="cuda", mask=mask)
+    assert len(stub_gpu) == gpu.SINGLE_PASS_MAX_S + 40
+    split = {gpu._split_blocks(S, not quantized) for S in range(gpu.SINGLE_PASS_MAX_S + 1, gpu.SINGLE_PASS_MAX_S + 41)}
+    assert gpu._schedule_launch.cache_info().misses == 1 + len(split)
+
+
 def ranges_input(quantized):
     """The key_ranges input of the last decode kernel call (after q, K/V and the mask), and
     whether its dims input tells the kernel to read it."""

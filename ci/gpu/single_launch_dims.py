@@ -42,11 +42,11 @@ def keyed_by_S(S, plain_matrix):
 
 @functools.lru_cache(maxsize=None)
 def dims_for_each_S(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype, has_ranges, group_size,
-                    single_pass, layered):
+                    layered):
     """gpu._schedule with a single launch's dims as before: its S itself."""
     launch = SHIPPED["_schedule"](shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype, has_ranges,
-                                  group_size, single_pass, layered)
-    if not single_pass:
+                                  group_size, layered)
+    if not launch.single_pass:
         return launch
     NL, B, H_q, H_kv, L, S, D = shape
     return launch._replace(dims=gpu._int32s(L, H_q // H_kv, S, int(has_ranges), group_size or 0))
