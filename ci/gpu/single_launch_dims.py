@@ -40,12 +40,22 @@ def keyed_by_S(S, plain_matrix):
     return S if S <= gpu.SINGLE_PASS_MAX_S else SHIPPED["key_schedule"](S, plain_matrix)
 
 
+def shipped_schedule(*args):
+    """gpu._schedule as shipped, with the shipped key_schedule: since 16dd758 _schedule asks
+    key_schedule too, which the earlier forms patch for the replayer's launchers alone."""
+    patched, gpu.key_schedule = gpu.key_schedule, SHIPPED["key_schedule"]
+    try:
+        return SHIPPED["_schedule"](*args)
+    finally:
+        gpu.key_schedule = patched
+
+
 @functools.lru_cache(maxsize=None)
 def dims_for_each_S(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype, has_ranges, group_size,
                     layered):
     """gpu._schedule with a single launch's dims as before: its S itself."""
-    launch = SHIPPED["_schedule"](shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype, has_ranges,
-                                  group_size, layered)
+    launch = shipped_schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype, has_ranges,
+                              group_size, layered)
     if not launch.single_pass:
         return launch
     NL, B, H_q, H_kv, L, S, D = shape
@@ -75,7 +85,7 @@ def main():
 
     ours = stepping(functools.partial(fa.decode_attention, backend="cuda"))
     forms = {"shipped": ({}, ours),
-             "a launcher for each S (before)": ({"key_schedule": keyed_by_S}, ours),
+             "a launcher for each S (before)": ({"key_schedule": keyed_by_S, "_schedule": shipped_schedule}, ours),
              "a dims made for each S (before a74e2dd)": ({"key_schedule": keyed_by_S, "_schedule": dims_for_each_S}, ours),
              "MLX's SDPA": ({}, stepping(mx.fast.scaled_dot_product_attention))}
     picked = [p for p in os.environ.get("SINGLE_FORMS", "").split(",") if p]
