@@ -497,15 +497,16 @@ QUANTIZED_INPUTS = ("q", "k_codes", "k_scales", "k_biases", "v_codes", "v_scales
 COMMON_INPUTS = ("mask", "key_ranges", "dims", "scalars")
 
 
-# key_schedule's key for every S of one block: a single launch's Launch is the same for each S
-# (its dims hold SINGLE_PASS_MAX_S, a bound of at least S; the kernels take S from K/V's shape).
+# Marks key_schedule's key for every S of one block: a single launch's Launch is the same for each
+# S (its dims hold SINGLE_PASS_MAX_S, a bound of at least S; the kernels take S from K/V's shape).
 ONE_BLOCK = "one block"
 
 
 def key_schedule(S: int, plain_matrix: bool):
-    """All that the launches take of S: nothing while one block holds all S keys, else the
-    blocks' size and count."""
-    return ONE_BLOCK if S <= SINGLE_PASS_MAX_S else _split_blocks(S, plain_matrix)
+    """All that the launches take of S: while one block holds all S keys, only the bound that
+    block is made for, (ONE_BLOCK, SINGLE_PASS_MAX_S); else the blocks' size and count. The bound
+    is in the key so that a Launch made under another SINGLE_PASS_MAX_S is never taken for it."""
+    return (ONE_BLOCK, SINGLE_PASS_MAX_S) if S <= SINGLE_PASS_MAX_S else _split_blocks(S, plain_matrix)
 
 
 def _schedule(shape, dtype, quantized, mask_kind, mask_dtype, bits, scales_dtype, has_ranges, group_size,
@@ -527,11 +528,11 @@ def _schedule_launch(heads, dtype, quantized, mask_kind, mask_dtype, bits, scale
     out_shape = (NL, B, H_q, L, D) if layered else (B, H_q, L, D)
     N = NL * B
     G = H_q // H_kv
-    single_pass = keys == ONE_BLOCK
+    single_pass = keys[0] == ONE_BLOCK
     # One launch's block is all S keys, which any bound of at least S gives the kernels: one
     # dims for every S a decode loop's single launches take, not an array made each step (a
     # host-made array each step costs a loop: docs/h200/host-arrays/).
-    block, NB = (SINGLE_PASS_MAX_S, 1) if single_pass else keys
+    block, NB = (keys[1], 1) if single_pass else keys
     mma = _uses_mma(quantized, dtype, D, single_pass, block)
     if single_pass:
         simdgroups = SINGLE_PASS_SIMDGROUPS

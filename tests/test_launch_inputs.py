@@ -44,3 +44,18 @@ def test_single_launches_share_one_dims_for_every_S():
     dims = {id(gpu.decode_launch(plain_problem(q, k[:, :, :S], k[:, :, :S], None, None, None), False)["dims"])
             for S in (1, 2, 17, gpu.SINGLE_PASS_MAX_S)}
     assert len(dims) == 1
+
+
+def test_a_single_launch_bound_follows_single_pass_max_s(monkeypatch):
+    """A single launch's dims hold the bound its block was made for, which must be at least S:
+    a Launch made under a smaller SINGLE_PASS_MAX_S is not taken for a longer one-block call,
+    even where the constant changed without gpu.set_constants."""
+    q = mx.zeros((1, 8, 1, 64)).astype(mx.bfloat16)
+    k = mx.zeros((1, 2, 2000, 64)).astype(mx.bfloat16)
+
+    def bound(S):
+        return gpu.decode_launch(plain_problem(q, k[:, :, :S], k[:, :, :S], None, None, None), False)["dims"][2].item()
+
+    assert bound(300) == gpu.SINGLE_PASS_MAX_S
+    monkeypatch.setattr(gpu, "SINGLE_PASS_MAX_S", 4096)
+    assert bound(2000) == 4096
