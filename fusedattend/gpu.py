@@ -732,8 +732,9 @@ def clear_caches():
 
 
 def set_constants(values: dict) -> dict:
-    """Set schedule constants of this module by name (tests, sweeps; an unknown name is an
-    AttributeError) and forget what was made with the old ones. Returns the old values."""
+    """Set schedule constants of this module by name (tests, sweeps; probes also set its
+    functions so; an unknown name is an AttributeError) and forget what was made with the old
+    ones. Returns the old values."""
     for name in values:
         if name not in globals():
             raise AttributeError(f"fusedattend.gpu has no constant {name!r}")

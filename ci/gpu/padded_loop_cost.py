@@ -110,8 +110,7 @@ DEVICE_CONSTANTS = tuple(on_the_device(make) for make in SHIPPED_CONSTANTS)
 def use_constants(makers):
     """Our kernels' constant inputs from these makers from the next call on (launches rebuilt)."""
     if (gpu._int32s, gpu._float32s) != makers:
-        gpu._int32s, gpu._float32s = makers
-        gpu.clear_caches()
+        gpu.set_constants(dict(zip(("_int32s", "_float32s"), makers)))
 
 
 def main():

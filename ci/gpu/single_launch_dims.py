@@ -66,9 +66,7 @@ def set_form(patches):
     """gpu's attributes as the form has them (the shipped ones elsewhere); replays forgotten on a change."""
     wanted = {**SHIPPED, **patches}
     if any(getattr(gpu, name) is not value for name, value in wanted.items()):
-        for name, value in wanted.items():
-            setattr(gpu, name, value)
-        gpu.clear_caches()
+        gpu.set_constants(wanted)
 
 
 def main():
