@@ -60,6 +60,15 @@ def call(q, k, v, quantized, **kwargs):
     return fa.decode_attention(q, k, v, **kwargs)
 
 
+def grown_past_one_block(quantized):
+    """A growing cache's lengths, S = 1 .. SINGLE_PASS_MAX_S + 40, and how many schedules they
+    take as the kernels need them: one for every S of one block, then one for each split
+    schedule (gpu._split_blocks)."""
+    lengths = range(1, gpu.SINGLE_PASS_MAX_S + 41)
+    split = {gpu._split_blocks(S, not quantized) for S in lengths if S > gpu.SINGLE_PASS_MAX_S}
+    return lengths, 1 + len(split)
+
+
 def flat(q, k, v, quantized):
     return [q, *k, *v] if quantized else [q, k, v]
 
@@ -125,13 +134,13 @@ def test_a_growing_cache_with_a_mask_makes_one_launch_a_schedule(stub_gpu, quant
     """Calls with a mask array are set up every call, but what their launches take of S is only
     their schedule (gpu.key_schedule): a growing cache makes one Launch for all its single
     launches, then one for each split schedule, not one for each S."""
-    q, k, v = arrays(gpu.SINGLE_PASS_MAX_S + 40, quantized, 0)
-    for S in range(1, gpu.SINGLE_PASS_MAX_S + 41):
+    lengths, schedules = grown_past_one_block(quantized)
+    q, k, v = arrays(lengths[-1], quantized, 0)
+    for S in lengths:
         mask = mx.ones((1, 1, 1, S), dtype=mx.bool_)
         call(q, first_keys(k, S), first_keys(v, S), quantized, backend="cuda", mask=mask)
-    assert len(stub_gpu) == gpu.SINGLE_PASS_MAX_S + 40
-    split = {gpu._split_blocks(S, not quantized) for S in range(gpu.SINGLE_PASS_MAX_S + 1, gpu.SINGLE_PASS_MAX_S + 41)}
-    assert gpu._schedule_launch.cache_info().misses == 1 + len(split)
+    assert len(stub_gpu) == len(lengths)
+    assert gpu._schedule_launch.cache_info().misses == schedules
 
 
 def ranges_input(quantized):
@@ -282,14 +291,14 @@ def test_a_growing_cache_makes_no_kernel_input_each_step(stub_gpu, quantized):
     kernel waits for the page of an array the host wrote that step: with a dims array made for
     each S of a loop's single launches the kernels took 134-170 µs a step against 7-10, the loop
     395-511 against 97-106, every step evaluated (docs/h200/host-arrays/)."""
-    q, k, v = arrays(gpu.SINGLE_PASS_MAX_S + 40, quantized, 0)
-    for S in range(1, gpu.SINGLE_PASS_MAX_S + 41):
+    lengths, schedules = grown_past_one_block(quantized)
+    q, k, v = arrays(lengths[-1], quantized, 0)
+    for S in lengths:
         call(q, first_keys(k, S), first_keys(v, S), quantized, backend="cuda")
     ours = [inputs[-4:] for name, inputs in Recorder.calls if "merge" not in name]
-    assert len(ours) == gpu.SINGLE_PASS_MAX_S + 40
+    assert len(ours) == len(lengths)
     for position, name in enumerate(gpu.COMMON_INPUTS):
         made = {id(inputs[position]) for inputs in ours}  # the recorded inputs stay alive: ids are unique
         assert len(made) <= (2 if name == "dims" else 1), (name, len(made))  # dims: one block, then split
     # and the launches are set up once for all its single launches, then once per split schedule
-    split = {gpu._split_blocks(S, not quantized) for S in range(gpu.SINGLE_PASS_MAX_S + 1, gpu.SINGLE_PASS_MAX_S + 41)}
-    assert len(stub_gpu) == 1 + len(split)
+    assert len(stub_gpu) == schedules
