@@ -694,6 +694,7 @@ def launcher(problem: Problem, quantized: bool):
 # one launcher serves every S).
 LAUNCHERS_KEPT = 64
 
+
 def replayer(problem: Problem, quantized: bool):
     """launcher's function for calls that repeat this one's signature (backends.replay): any
     arrays of the problem's shapes and dtypes but for the keys' length S (axis -2 of K/V), which
