@@ -86,8 +86,8 @@ case "${1:-}" in
     # (tool, set) at once, each its own process: memcheck and racecheck over grid_b and split_mma
     # took 3 min 35 s side by side (docs/h200/tip-f77cc62/), split_mma's memcheck alone 123 s (08:19).
     # On a fresh machine (MLX_PTX_CACHE_DIR empty) racecheck over split_mma ran past 290 s beside
-    # the others (59% done, docs/h200/tip-248db26/call139/); after a verify step in the same lease
-    # it fit (docs/h200/one-launcher/call127/).
+    # the others (59% done, docs/h200/tip-248db26/call139/); after a verify step of tests/kernels
+    # in the same lease it took 234 s (SANITIZER_MMA_S=520, docs/h200/tip-1069d28/call143/).
     sanitize_set() {  # sanitize_set TOOL SET (sanitized reads $tool)
       local tool=$1
       case $2 in
