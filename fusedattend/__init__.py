@@ -17,6 +17,7 @@ except ImportError as err:  # pragma: no cover - depends on how MLX was installe
 from ._problem import QuantizedKV
 from .api import decode_attention, dequantize_kv, quantize_kv, quantized_decode_attention
 from .backends import BACKENDS, available_backends, default_backend
+from .mlx_lm_attention import patch_mlx_lm
 
 __version__ = "0.1.0"
 
@@ -27,6 +28,7 @@ __all__ = [
     "decode_attention",
     "default_backend",
     "dequantize_kv",
+    "patch_mlx_lm",
     "quantize_kv",
     "quantized_decode_attention",
 ]

@@ -1,0 +1,136 @@
+"""Decode speed of an mlx_lm model, with and without `fusedattend.patch_mlx_lm()`.
+
+    python3 ci/gpu/mlx_lm_decode.py [--layers 32] [--batch 1 8] [--context 2048 8192 32768] [--json F]
+
+A Llama-3-8B-shaped model (hidden 4096, 32 query heads over 8 kv heads of D = 128, MLP 14336,
+vocabulary 128256) of random bfloat16 weights, its caches filled with `context` random keys and
+values, then greedy decoding as mlx_lm's generate loop does it (each step queued with
+mx.async_eval before the previous token is read). Per token: milliseconds of the whole model step,
+for mlx_lm's own attention ("mlx_lm": mx.fast.scaled_dot_product_attention over a KVCache, its
+quantized_matmul path over a 4-bit QuantizedKVCache) and for the patched model ("fusedattend").
+Rounds alternate between the two on the same caches (trimmed back after each round); the median
+round counts. An implementation that raises is reported with its error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import mlx.core as mx
+from mlx_lm.models import llama
+from mlx_lm.models.cache import KVCache, QuantizedKVCache
+
+import fusedattend
+
+LLAMA_3_8B = dict(model_type="llama", hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
+                  num_key_value_heads=8, rms_norm_eps=1e-5, vocab_size=128256, rope_theta=500000.0,
+                  tie_word_embeddings=False)
+BITS, GROUP_SIZE = 4, 64
+
+
+def build_model(layers):
+    model = llama.Model(llama.ModelArgs(num_hidden_layers=layers, **LLAMA_3_8B))
+    model.set_dtype(mx.bfloat16)
+    mx.eval(model.parameters())
+    return model
+
+
+def filled_caches(model, batch, context, quantized):
+    caches = []
+    for layer in model.layers:
+        attn = layer.self_attn
+        shape = (batch, attn.n_kv_heads, context, attn.head_dim)
+        cache = QuantizedKVCache(group_size=GROUP_SIZE, bits=BITS) if quantized else KVCache()
+        cache.update_and_fetch(mx.random.normal(shape).astype(mx.bfloat16),
+                               mx.random.normal(shape).astype(mx.bfloat16))
+        mx.eval(cache.state[:2])
+        caches.append(cache)
+    return caches
+
+
+def ms_per_token(model, caches, batch, steps, warmup):
+    """Greedy decode of warmup + steps tokens as mlx_lm's generate_step queues them; ms a token."""
+    def step(tokens):
+        return mx.argmax(model(tokens[:, None], cache=caches)[:, -1], axis=-1)
+
+    y = step(mx.zeros((batch,), dtype=mx.int32))
+    mx.async_eval(y)
+    for n in range(warmup + steps):
+        if n == warmup:
+            start = time.perf_counter()
+        next_y = step(y)
+        mx.async_eval(next_y)
+        mx.eval(y)  # the token a server would hand out now
+        y = next_y
+    mx.eval(y)
+    elapsed = time.perf_counter() - start
+    for cache in caches:
+        cache.trim(warmup + steps + 1)
+    return 1e3 * elapsed / steps
+
+
+def timed(model, caches, batch, context, steps, warmup, rounds):
+    """{impl: median ms a token, or the error it raised}, the implementations taking turns."""
+    times = {"mlx_lm": [], "fusedattend": []}
+    errors = {}
+    for _ in range(rounds):
+        for impl in times:
+            if impl in errors:
+                continue
+            restore = fusedattend.patch_mlx_lm() if impl == "fusedattend" else None
+            try:
+                times[impl].append(ms_per_token(model, caches, batch, steps, warmup))
+            except Exception as err:  # mlx_lm's quantized path raises on CUDA past 2048 keys
+                errors[impl] = f"{type(err).__name__}: {str(err).splitlines()[0][:160]}"
+                for cache in caches:  # back to the filled context: the failed steps grew it
+                    cache.trim(cache.offset - context)
+            finally:
+                if restore:
+                    restore()
+    return {impl: errors.get(impl) or statistics.median(t) for impl, t in times.items()}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--layers", type=int, default=32)
+    parser.add_argument("--batch", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--context", type=int, nargs="+", default=[2048, 8192, 32768])
+    parser.add_argument("--steps", type=int, default=16)
+    parser.add_argument("--warmup", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", help="write the rows here")
+    args = parser.parse_args(argv)
+
+    t0 = time.perf_counter()
+    model = build_model(args.layers)
+    print(f"# model: Llama-3-8B shape, {args.layers} layers, bfloat16, built in {time.perf_counter() - t0:.1f} s; "
+          f"mlx {mx.__version__}, device {mx.default_device()}", flush=True)
+    rows = []
+    print("| B | context | cache | mlx_lm ms/token | fusedattend ms/token | mlx_lm / fusedattend |", flush=True)
+    print("|---|---|---|---|---|---|", flush=True)
+    for batch in args.batch:
+        for context in args.context:
+            for quantized in (False, True):
+                caches = filled_caches(model, batch, context, quantized)
+                result = timed(model, caches, batch, context, args.steps, args.warmup, args.rounds)
+                del caches
+                mx.clear_cache()
+                kind = f"{BITS}-bit QuantizedKVCache" if quantized else "bf16 KVCache"
+                rows.append(dict(B=batch, context=context, cache=kind, **result))
+                theirs, ours = result["mlx_lm"], result["fusedattend"]
+                ratio = f"{theirs / ours:.2f}x" if all(isinstance(x, float) for x in (theirs, ours)) else "-"
+                fmt = lambda x: f"{x:.2f}" if isinstance(x, float) else x  # noqa: E731
+                print(f"| {batch} | {context} | {kind} | {fmt(theirs)} | {fmt(ours)} | {ratio} |", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(mlx=mx.__version__, layers=args.layers, steps=args.steps, rounds=args.rounds,
+                           rows=rows), f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

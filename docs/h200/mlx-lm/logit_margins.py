@@ -1,0 +1,53 @@
+"""How far the patched small Llama's logits sit from the float64-attention model's, and how far two
+broken attentions would put them: the margins behind tests/parity/test_mlx_lm_models.py's TOLERANCE.
+
+    PYTHONPATH=. python docs/h200/mlx-lm/logit_margins.py BACKEND [BACKEND ...]
+"""
+
+import sys
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+import fusedattend.mlx_lm_attention as integration
+import tests.parity.test_mlx_lm_models as t
+
+real = {name: getattr(integration, name) for name in ("decode_attention", "quantized_decode_attention")}
+
+
+def drop_newest_key(name):
+    def call(q, k, v, **kwargs):
+        cut = (lambda x: tuple(a[..., :-1, :] for a in x)) if isinstance(k, (tuple, list)) else (lambda x: x[..., :-1, :])
+        return real[name](q, cut(k), cut(v), **kwargs)
+    return call
+
+
+def interleaved_heads(name):
+    def call(q, k, v, **kwargs):
+        H_q, H_kv = q.shape[1], (k[0] if isinstance(k, (tuple, list)) else k).shape[1]
+        ratio = H_q // H_kv
+        perm = [(h % H_kv) * ratio + h // H_kv for h in range(H_q)]
+        out = real[name](q[:, mx.array(perm)], k, v, **kwargs)
+        return out[:, mx.array(np.argsort(perm))]
+    return call
+
+
+def relative_error(dtype, quantized, backend, S0, steps):
+    got, expected = t.patched_against_oracle(t.small_llama(dtype), quantized, S0, steps, backend,
+                                             pytest.MonkeyPatch())
+    return float(np.abs(got - expected).max() / np.abs(expected).max())
+
+
+for backend in sys.argv[1:]:
+    for variant, wrap in (("shipped", None), ("newest key dropped", drop_newest_key),
+                          ("heads interleaved", interleaved_heads)):
+        for name in real:
+            setattr(integration, name, wrap(name) if wrap else real[name])
+        for dtype in (mx.float32, mx.bfloat16):
+            for quantized in (False, True):
+                errs = [relative_error(dtype, quantized, backend, 250, 12)]
+                if quantized:
+                    errs.append(relative_error(dtype, True, backend, 2046, 5))
+                print(f"{backend:9s} {variant:18s} {str(dtype):20s} {'4-bit' if quantized else 'plain'}: "
+                      + " ".join(f"{e:.3g}" for e in errs), flush=True)
