@@ -7,37 +7,40 @@
 
 Decode steps (L <= 8 query rows, no attention sinks) go to `decode_attention`, or to
 `quantized_decode_attention` when the cache is quantized (it has `bits`, as mlx_lm's own function
-checks). Prefill (longer L) and sinks stay on mlx_lm's own function: our fused kernels are for
-decode, and the reference path that takes long L materialises every score.
+checks). Prefill (longer L) and sinks go to mx.fast.scaled_dot_product_attention, as mlx_lm sends
+a plain cache's: our fused kernels are for decode. A quantized cache is dequantized for them
+first, where mlx_lm would call mx.quantized_matmul, which on MLX 0.32.4's CUDA backend raises for
+most shapes (a 9-token prefill over 49 keys among them).
 """
 
 from __future__ import annotations
 
 import sys
 
+import mlx.core as mx
+
 from . import backends
 from ._problem import MAX_FUSED_QUERY_LEN
-from .api import decode_attention, quantized_decode_attention
+from .api import decode_attention, dequantize_kv, quantized_decode_attention
 
 _NAME = "scaled_dot_product_attention"
 
 
-def scaled_dot_product_attention(queries, keys, values, cache, scale, mask, sinks=None, *, backend=None,
-                                 mlx_lm_attention=None):
+def scaled_dot_product_attention(queries, keys, values, cache, scale, mask, sinks=None, *, backend=None):
     """mlx_lm.models.base.scaled_dot_product_attention's signature and meaning, decode fused.
 
-    `mlx_lm_attention` is what prefill and sinks go to (mlx_lm's own function when None).
-    Differs from mlx_lm's where fusedattend does on purpose (README, "Semantics"): a row that
-    sees no key is zeros, and a batch's requests are computed as they would be alone.
+    Differs from mlx_lm's where fusedattend does on purpose (README, "Semantics"): in a decode
+    step a row that sees no key is zeros, and a batch's requests are computed as they would be alone.
     """
-    if sinks is not None or queries.shape[-2] > MAX_FUSED_QUERY_LEN:
-        if mlx_lm_attention is None:
-            from mlx_lm.models.base import scaled_dot_product_attention as mlx_lm_attention
-        return mlx_lm_attention(queries, keys, values, cache=cache, scale=scale, mask=mask, sinks=sinks)
-    if hasattr(cache, "bits"):
-        return quantized_decode_attention(queries, keys, values, scale=scale, mask=mask, bits=cache.bits,
-                                          group_size=cache.group_size, backend=backend)
-    return decode_attention(queries, keys, values, scale=scale, mask=mask, backend=backend)
+    quantized = hasattr(cache, "bits")
+    if sinks is None and queries.shape[-2] <= MAX_FUSED_QUERY_LEN:
+        if quantized:
+            return quantized_decode_attention(queries, keys, values, scale=scale, mask=mask, bits=cache.bits,
+                                              group_size=cache.group_size, backend=backend)
+        return decode_attention(queries, keys, values, scale=scale, mask=mask, backend=backend)
+    if quantized:
+        keys, values = (dequantize_kv(*kv, bits=cache.bits, group_size=cache.group_size) for kv in (keys, values))
+    return mx.fast.scaled_dot_product_attention(queries, keys, values, scale=scale, mask=mask, sinks=sinks)
 
 
 def patch_mlx_lm(backend=None):
@@ -56,8 +59,7 @@ def patch_mlx_lm(backend=None):
         raise RuntimeError("mlx_lm is patched already: call the function the first patch returned")
 
     def patched(queries, keys, values, cache, scale, mask, sinks=None):
-        return scaled_dot_product_attention(queries, keys, values, cache, scale, mask, sinks,
-                                            backend=backend, mlx_lm_attention=original)
+        return scaled_dot_product_attention(queries, keys, values, cache, scale, mask, sinks, backend=backend)
 
     patched._fusedattend = True
     modules = [base] + [m for name, m in list(sys.modules.items())

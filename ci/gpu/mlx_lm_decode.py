@@ -7,7 +7,8 @@ vocabulary 128256) of random bfloat16 weights, its caches filled with `context` 
 values, then greedy decoding as mlx_lm's generate loop does it (each step queued with
 mx.async_eval before the previous token is read). Per token: milliseconds of the whole model step,
 for mlx_lm's own attention ("mlx_lm": mx.fast.scaled_dot_product_attention over a KVCache, its
-quantized_matmul path over a 4-bit QuantizedKVCache) and for the patched model ("fusedattend").
+quantized_matmul path over a 4-bit QuantizedKVCache), for the patched model ("fusedattend"), and
+with attention skipped (each layer's queries handed on as its output: the rest of the step).
 Rounds alternate between the two on the same caches (trimmed back after each round); the median
 round counts. An implementation that raises is reported with its error.
 """
@@ -73,21 +74,33 @@ def ms_per_token(model, caches, batch, steps, warmup):
     return 1e3 * elapsed / steps
 
 
-def timed(model, caches, batch, context, steps, warmup, rounds):
+def skip_attention():
+    """Each llama layer's attention replaced by its queries; returns the undo."""
+    original = llama.scaled_dot_product_attention
+    llama.scaled_dot_product_attention = lambda queries, *args, **kwargs: queries
+
+    def restore():
+        llama.scaled_dot_product_attention = original
+
+    return restore
+
+
+def timed(model, make_caches, batch, steps, warmup, rounds):
     """{impl: median ms a token, or the error it raised}, the implementations taking turns."""
-    times = {"mlx_lm": [], "fusedattend": []}
+    patches = {"mlx_lm": None, "fusedattend": fusedattend.patch_mlx_lm, "no attention": skip_attention}
+    times = {impl: [] for impl in patches}
     errors = {}
+    caches = make_caches()
     for _ in range(rounds):
         for impl in times:
             if impl in errors:
                 continue
-            restore = fusedattend.patch_mlx_lm() if impl == "fusedattend" else None
+            restore = patches[impl]() if patches[impl] else None
             try:
                 times[impl].append(ms_per_token(model, caches, batch, steps, warmup))
             except Exception as err:  # mlx_lm's quantized path raises on CUDA past 2048 keys
-                errors[impl] = f"{type(err).__name__}: {str(err).splitlines()[0][:160]}"
-                for cache in caches:  # back to the filled context: the failed steps grew it
-                    cache.trim(cache.offset - context)
+                errors[impl] = f"{type(err).__name__}: {str(err).splitlines()[0][:100]}"
+                caches = make_caches()  # the failed step's lazy arrays stay in the old ones
             finally:
                 if restore:
                     restore()
@@ -110,21 +123,22 @@ def main(argv=None):
     print(f"# model: Llama-3-8B shape, {args.layers} layers, bfloat16, built in {time.perf_counter() - t0:.1f} s; "
           f"mlx {mx.__version__}, device {mx.default_device()}", flush=True)
     rows = []
-    print("| B | context | cache | mlx_lm ms/token | fusedattend ms/token | mlx_lm / fusedattend |", flush=True)
-    print("|---|---|---|---|---|---|", flush=True)
+    print("| B | context | cache | mlx_lm ms/token | fusedattend ms/token | mlx_lm / fusedattend | no attention |",
+          flush=True)
+    print("|---|---|---|---|---|---|---|", flush=True)
     for batch in args.batch:
         for context in args.context:
             for quantized in (False, True):
-                caches = filled_caches(model, batch, context, quantized)
-                result = timed(model, caches, batch, context, args.steps, args.warmup, args.rounds)
-                del caches
+                result = timed(model, lambda: filled_caches(model, batch, context, quantized), batch,
+                               args.steps, args.warmup, args.rounds)
                 mx.clear_cache()
                 kind = f"{BITS}-bit QuantizedKVCache" if quantized else "bf16 KVCache"
                 rows.append(dict(B=batch, context=context, cache=kind, **result))
                 theirs, ours = result["mlx_lm"], result["fusedattend"]
                 ratio = f"{theirs / ours:.2f}x" if all(isinstance(x, float) for x in (theirs, ours)) else "-"
                 fmt = lambda x: f"{x:.2f}" if isinstance(x, float) else x  # noqa: E731
-                print(f"| {batch} | {context} | {kind} | {fmt(theirs)} | {fmt(ours)} | {ratio} |", flush=True)
+                print(f"| {batch} | {context} | {kind} | {fmt(theirs)} | {fmt(ours)} | {ratio} | "
+                      f"{fmt(result['no attention'])} |", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(mlx=mx.__version__, layers=args.layers, steps=args.steps, rounds=args.rounds,
