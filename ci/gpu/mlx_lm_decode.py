@@ -74,6 +74,26 @@ def ms_per_token(model, caches, batch, steps, warmup):
     return 1e3 * elapsed / steps
 
 
+def step_parts(model, caches, batch, steps, warmup):
+    """Each step built, then evaluated, one after the other (no overlap): ms a token of building
+    the step's graph (host) and of evaluating it (MLX's encoding of each op, host, and the GPU's
+    run, which overlap)."""
+    y = mx.zeros((batch,), dtype=mx.int32)
+    build = evaluate = 0.0
+    for n in range(warmup + steps):
+        t0 = time.perf_counter()
+        next_y = mx.argmax(model(y[:, None], cache=caches)[:, -1], axis=-1)
+        t1 = time.perf_counter()
+        mx.eval(next_y)
+        t2 = time.perf_counter()
+        if n >= warmup:
+            build, evaluate = build + t1 - t0, evaluate + t2 - t1
+        y = next_y
+    for cache in caches:
+        cache.trim(warmup + steps)
+    return f"{1e3 * build / steps:.2f} + {1e3 * evaluate / steps:.2f}"
+
+
 def skip_attention():
     """Each llama layer's attention replaced by its queries; returns the undo."""
     original = llama.scaled_dot_product_attention
@@ -85,7 +105,7 @@ def skip_attention():
     return restore
 
 
-def timed(model, make_caches, batch, steps, warmup, rounds):
+def timed(model, make_caches, batch, steps, warmup, rounds, measure=None):
     """{impl: median ms a token, or the error it raised}, the implementations taking turns."""
     patches = {"mlx_lm": None, "fusedattend": fusedattend.patch_mlx_lm, "no attention": skip_attention}
     times = {impl: [] for impl in patches}
@@ -97,13 +117,15 @@ def timed(model, make_caches, batch, steps, warmup, rounds):
                 continue
             restore = patches[impl]() if patches[impl] else None
             try:
-                times[impl].append(ms_per_token(model, caches, batch, steps, warmup))
+                times[impl].append((measure or ms_per_token)(model, caches, batch, steps, warmup))
             except Exception as err:  # mlx_lm's quantized path raises on CUDA past 2048 keys
                 errors[impl] = f"{type(err).__name__}: {str(err).splitlines()[0][:100]}"
                 caches = make_caches()  # the failed step's lazy arrays stay in the old ones
             finally:
                 if restore:
                     restore()
+    if measure:
+        return {impl: errors.get(impl) or " / ".join(t) for impl, t in times.items()}
     return {impl: errors.get(impl) or statistics.median(t) for impl, t in times.items()}
 
 
@@ -115,6 +137,9 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--warmup", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--parts", action="store_true",
+                        help="time each step's graph building and its evaluation apart, unpipelined "
+                             "(ms a token: build + evaluate, each round)")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
 
@@ -130,7 +155,7 @@ def main(argv=None):
         for context in args.context:
             for quantized in (False, True):
                 result = timed(model, lambda: filled_caches(model, batch, context, quantized), batch,
-                               args.steps, args.warmup, args.rounds)
+                               args.steps, args.warmup, args.rounds, step_parts if args.parts else None)
                 mx.clear_cache()
                 kind = f"{BITS}-bit QuantizedKVCache" if quantized else "bf16 KVCache"
                 rows.append(dict(B=batch, context=context, cache=kind, **result))

@@ -95,9 +95,11 @@ def assert_close(got, expected, rtol):
 # backends and on the H200: float32 under 1.1e-6; bfloat16 up to 4.0e-3 (an attention output
 # rounded to the other side of a bfloat16 step). Dropping the newest key moves them 1.2-1.5e-2
 # at 250 keys (2.8e-3 in float32 at 2046 keys, which the bfloat16 bound cannot see), a wrong GQA
-# head map 0.27-0.47. A prompt adds MLX's SDPA, which rounds in bfloat16: 6.4-8.2e-3 there.
+# head map 0.27-0.47. A prompt adds MLX's SDPA: in bfloat16 6.4-8.2e-3 on both; in float32 under
+# 1.1e-6 on the CPU, 2.2e-4 (KVCache) and 6.5e-4 (QuantizedKVCache) on the H200's CUDA backend.
+# A dropped key moves prompted runs 0.07.
 TOLERANCE = {mx.float32: 1e-5, mx.bfloat16: 8e-3}
-PROMPT_TOLERANCE = {mx.float32: 1e-5, mx.bfloat16: 2e-2}
+PROMPT_TOLERANCE = {mx.float32: 2e-3, mx.bfloat16: 2e-2}
 
 
 @pytest.mark.parametrize("quantized", [False, True], ids=["KVCache", "QuantizedKVCache"])
