@@ -9,8 +9,8 @@ Decode steps (L <= 8 query rows, no attention sinks) go to `decode_attention`, o
 `quantized_decode_attention` when the cache is quantized (it has `bits`, as mlx_lm's own function
 checks). Prefill (longer L) and sinks go to mx.fast.scaled_dot_product_attention, as mlx_lm sends
 a plain cache's: our fused kernels are for decode. A quantized cache is dequantized for them
-first, where mlx_lm would call mx.quantized_matmul, which on MLX 0.32.4's CUDA backend raises for
-most shapes (a 9-token prefill over 49 keys among them).
+first, where mlx_lm would call mx.quantized_matmul, which on MLX 0.32.4's CUDA backend raised for
+every shape tried (a 9-token prompt over 49 keys; decode steps past 2048 keys).
 """
 
 from __future__ import annotations

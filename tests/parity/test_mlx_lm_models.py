@@ -126,6 +126,32 @@ def test_prefill_then_decode(dtype, quantized, backend, monkeypatch):
     assert_close(got, expected, PROMPT_TOLERANCE[dtype])
 
 
+@pytest.mark.parametrize("kv_bits", [None, BITS], ids=["KVCache", "kv_bits=4"])
+def test_generate_step(kv_bits, backend, monkeypatch):
+    """mlx_lm's own generation loop (README's example): a prompt, then a cache quantized from
+    the start (`kv_bits`, `quantized_kv_start=0`), each step's log-probabilities against the
+    float64-attention model's."""
+    from mlx_lm.generate import generate_step
+
+    model = small_llama(mx.float32)
+    prompt = mx.random.randint(0, VOCAB, (20,), key=mx.random.key(5))
+
+    def logprobs():
+        steps = generate_step(prompt, model, max_tokens=6, kv_bits=kv_bits, kv_group_size=GROUP_SIZE,
+                              quantized_kv_start=0, sampler=lambda x: mx.zeros(x.shape[:-1], mx.uint32))
+        return np.stack([np.array(lp) for _, lp in steps])
+
+    with monkeypatch.context() as m:
+        m.setattr(llama, "scaled_dot_product_attention", oracle_attention)
+        expected = logprobs()
+    restore = fusedattend.patch_mlx_lm(backend=backend)
+    try:
+        got = logprobs()
+    finally:
+        restore()
+    assert_close(got, expected, PROMPT_TOLERANCE[mx.float32])
+
+
 def test_decode_steps_take_fusedattend(monkeypatch):
     """Each layer's decode step calls ours; prefill (L > 8) does not."""
     calls = []
