@@ -9,7 +9,7 @@ mx.async_eval before the previous token is read). Per token: milliseconds of the
 for mlx_lm's own attention ("mlx_lm": mx.fast.scaled_dot_product_attention over a KVCache, its
 quantized_matmul path over a 4-bit QuantizedKVCache), for the patched model ("fusedattend"), and
 with attention skipped (each layer's queries handed on as its output: the rest of the step).
-Rounds alternate between the two on the same caches (trimmed back after each round); the median
+Rounds take the three in turn on the same caches (trimmed back after each round); the median
 round counts. An implementation that raises is reported with its error.
 """
 

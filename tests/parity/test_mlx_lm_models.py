@@ -38,7 +38,7 @@ def small_llama(dtype, seed=0):
 
 
 def filled_caches(model, quantized, S0, seed):
-    """Each layer's mlx_lm cache holding S0 random keys and values (the same for every seed)."""
+    """Each layer's mlx_lm cache holding S0 random keys and values (the same for the same seed)."""
     out = []
     for i, layer in enumerate(model.layers):
         attn = layer.self_attn
