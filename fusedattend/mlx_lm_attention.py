@@ -2,7 +2,7 @@
 
     import fusedattend as fa
     restore = fa.patch_mlx_lm()      # every mlx_lm model that calls base.scaled_dot_product_attention
-    ...                              # generate as usual: KVCache and QuantizedKVCache alike
+    ...                              # generate as usual: KVCache, QuantizedKVCache, BatchKVCache
     restore()
 
 Decode steps (L <= 8 query rows, no attention sinks) go to `decode_attention`, or to
@@ -11,11 +11,19 @@ checks). Prefill (longer L) and sinks go to mx.fast.scaled_dot_product_attention
 a plain cache's: our fused kernels are for decode. A quantized cache is dequantized for them
 first, where mlx_lm would call mx.quantized_matmul, which on MLX 0.32.4's CUDA backend raised for
 every shape tried (a 9-token prompt over 49 keys; decode steps past 2048 keys).
+
+Batched generation (mlx_lm's BatchGenerator) keeps requests left-padded in a BatchKVCache and
+masks the padding with a boolean array. The patch has the cache's `make_mask` note, for each
+mask that hides the left padding alone (no window, no right padding still to roll away), the
+`key_ranges` that say the same: request b sees keys left_padding[b] .. S - 1. A decode step given
+such a mask passes those ranges instead, so the kernels never read the padding nor a mask, the
+call is replayed, and each request's attention is bit for bit what it would be alone.
 """
 
 from __future__ import annotations
 
 import sys
+import weakref
 
 import mlx.core as mx
 
@@ -25,6 +33,10 @@ from .api import decode_attention, dequantize_kv, quantized_decode_attention
 
 _NAME = "scaled_dot_product_attention"
 
+# id(mask) -> (weak reference to the mask, S, its key_ranges), for the masks of left padding
+# alone that a patched BatchKVCache.make_mask returned; an entry goes with its mask.
+_PADDING_RANGES = {}
+
 
 def scaled_dot_product_attention(queries, keys, values, cache, scale, mask, sinks=None, *, backend=None):
     """mlx_lm.models.base.scaled_dot_product_attention's signature and meaning, decode fused.
@@ -33,26 +45,60 @@ def scaled_dot_product_attention(queries, keys, values, cache, scale, mask, sink
     step a row that sees no key is zeros, and a batch's requests are computed as they would be alone.
     """
     quantized = hasattr(cache, "bits")
-    if sinks is None and queries.shape[-2] <= MAX_FUSED_QUERY_LEN:
+    L = queries.shape[-2]
+    if sinks is None and L <= MAX_FUSED_QUERY_LEN:
+        key_ranges = padding_key_ranges(mask, keys)
+        if key_ranges is not None:
+            mask = "causal" if L > 1 else None
         if quantized:
-            return quantized_decode_attention(queries, keys, values, scale=scale, mask=mask, bits=cache.bits,
-                                              group_size=cache.group_size, backend=backend)
-        return decode_attention(queries, keys, values, scale=scale, mask=mask, backend=backend)
+            return quantized_decode_attention(queries, keys, values, scale=scale, mask=mask, key_ranges=key_ranges,
+                                              bits=cache.bits, group_size=cache.group_size, backend=backend)
+        return decode_attention(queries, keys, values, scale=scale, mask=mask, key_ranges=key_ranges,
+                                backend=backend)
     if quantized:
         keys, values = (dequantize_kv(*kv, bits=cache.bits, group_size=cache.group_size) for kv in (keys, values))
     return mx.fast.scaled_dot_product_attention(queries, keys, values, scale=scale, mask=mask, sinks=sinks)
+
+
+def padding_key_ranges(mask, keys):
+    """The key_ranges noted for `mask` (a BatchKVCache's mask of left padding alone), or None:
+    any other mask stays a mask, and so does one made for another number of keys."""
+    entry = _PADDING_RANGES.get(id(mask)) if isinstance(mask, mx.array) else None
+    if entry is None or entry[0]() is not mask:
+        return None
+    _, S, ranges = entry
+    k = keys[0] if isinstance(keys, tuple) else keys  # a quantized cache's (codes, scales, biases)
+    return ranges if isinstance(k, mx.array) and k.ndim >= 2 and k.shape[-2] == S else None
+
+
+def _noting_padding_ranges(make_mask):
+    """BatchKVCache.make_mask, noting the key ranges of each mask that hides left padding alone."""
+
+    def noting(cache, N, *args, **kwargs):
+        mask = make_mask(cache, N, *args, **kwargs)
+        if (N <= MAX_FUSED_QUERY_LEN and not args and kwargs.get("window_size") is None
+                and getattr(cache, "_right_padding", None) is None and isinstance(mask, mx.array)):
+            S = cache._idx + N  # the keys the layers will see, this step's N appended
+            ranges = mx.array([[pad, S - pad] for pad in cache.left_padding.tolist()], dtype=mx.int32)
+            key = id(mask)
+            _PADDING_RANGES[key] = (weakref.ref(mask, lambda _: _PADDING_RANGES.pop(key, None)), S, ranges)
+        return mask
+
+    return noting
 
 
 def patch_mlx_lm(backend=None):
     """Route mlx_lm's attention through fusedattend; returns a function that undoes it.
 
     Replaces `scaled_dot_product_attention` in mlx_lm.models.base and in every mlx_lm.models
-    module imported so far that took it from there (models imported later take the patched one).
+    module imported so far that took it from there (models imported later take the patched one),
+    and wraps BatchKVCache.make_mask to note its padding as key ranges (module docstring).
     Models that call mx.fast.scaled_dot_product_attention themselves are not affected.
     """
     if backend is not None:
         backends.resolve(backend)  # a bad name fails here, not at the model's first decode step
     import mlx_lm.models.base as base
+    from mlx_lm.models.cache import BatchKVCache
 
     original = getattr(base, _NAME)
     if getattr(original, "_fusedattend", False):
@@ -66,10 +112,14 @@ def patch_mlx_lm(backend=None):
                         if name.startswith("mlx_lm.models.") and getattr(m, _NAME, None) is original]
     for module in modules:
         setattr(module, _NAME, patched)
+    make_mask = BatchKVCache.make_mask
+    BatchKVCache.make_mask = _noting_padding_ranges(make_mask)
 
     def restore():
         for module in modules:
             if getattr(module, _NAME, None) is patched:
                 setattr(module, _NAME, original)
+        BatchKVCache.make_mask = make_mask
+        _PADDING_RANGES.clear()
 
     return restore

@@ -1,6 +1,6 @@
 """Decode speed of an mlx_lm model, with and without `fusedattend.patch_mlx_lm()`.
 
-    python3 ci/gpu/mlx_lm_decode.py [--layers 32] [--batch 1 8] [--context 2048 8192 32768] [--json F]
+    python3 ci/gpu/mlx_lm_decode.py [--layers 32] [--batch 1 8] [--context 2048 8192 32768] [--padded] [--json F]
 
 A Llama-3-8B-shaped model (hidden 4096, 32 query heads over 8 kv heads of D = 128, MLP 14336,
 vocabulary 128256) of random bfloat16 weights, its caches filled with `context` random keys and
@@ -11,6 +11,12 @@ quantized_matmul path over a 4-bit QuantizedKVCache), for the patched model ("fu
 with attention skipped (each layer's queries handed on as its output: the rest of the step).
 Rounds take the three in turn on the same caches (trimmed back after each round); the median
 round counts. An implementation that raises is reported with its error.
+
+--padded: the batch as mlx_lm's BatchGenerator holds it, a BatchKVCache of left-padded requests
+(mlx_lm's merge of one KVCache a request), request i holding context - i * context // (2 B) keys
+(a quarter of the cache is padding at B = 8); bf16 only (mlx_lm has no quantized batch cache).
+mlx_lm masks the padding with a boolean array; "fusedattend" passes it to the kernels as key
+ranges, and "fusedattend, mask" is the patched model with the mask passed on instead.
 """
 
 from __future__ import annotations
@@ -23,9 +29,10 @@ import time
 
 import mlx.core as mx
 from mlx_lm.models import llama
-from mlx_lm.models.cache import KVCache, QuantizedKVCache
+from mlx_lm.models.cache import BatchKVCache, KVCache, QuantizedKVCache
 
 import fusedattend
+from fusedattend import mlx_lm_attention
 
 LLAMA_3_8B = dict(model_type="llama", hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
                   num_key_value_heads=8, rms_norm_eps=1e-5, vocab_size=128256, rope_theta=500000.0,
@@ -51,6 +58,37 @@ def filled_caches(model, batch, context, quantized):
         mx.eval(cache.state[:2])
         caches.append(cache)
     return caches
+
+
+def padded_caches(model, batch, context):
+    """Each layer's BatchKVCache of `batch` left-padded requests (module docstring, --padded)."""
+    caches = []
+    for layer in model.layers:
+        attn = layer.self_attn
+        requests = []
+        for i in range(batch):
+            shape = (1, attn.n_kv_heads, context - i * context // (2 * batch), attn.head_dim)
+            request = KVCache()
+            request.update_and_fetch(mx.random.normal(shape).astype(mx.bfloat16),
+                                     mx.random.normal(shape).astype(mx.bfloat16))
+            requests.append(request)
+        cache = BatchKVCache.merge(requests)
+        mx.eval(cache.keys, cache.values, cache.left_padding, cache.offset)
+        caches.append(cache)
+    return caches
+
+
+def patch_passing_masks():
+    """patch_mlx_lm with a BatchKVCache's padding passed on as its mask, not as key ranges."""
+    restore = fusedattend.patch_mlx_lm()
+    noted = mlx_lm_attention.padding_key_ranges
+    mlx_lm_attention.padding_key_ranges = lambda mask, keys: None
+
+    def undo():
+        mlx_lm_attention.padding_key_ranges = noted
+        restore()
+
+    return undo
 
 
 def ms_per_token(model, caches, batch, steps, warmup):
@@ -105,9 +143,11 @@ def skip_attention():
     return restore
 
 
-def timed(model, make_caches, batch, steps, warmup, rounds, measure=None):
+def timed(model, make_caches, batch, steps, warmup, rounds, measure=None, padded=False):
     """{impl: median ms a token, or the error it raised}, the implementations taking turns."""
     patches = {"mlx_lm": None, "fusedattend": fusedattend.patch_mlx_lm, "no attention": skip_attention}
+    if padded:
+        patches["fusedattend, mask"] = patch_passing_masks
     times = {impl: [] for impl in patches}
     errors = {}
     caches = make_caches()
@@ -140,6 +180,8 @@ def main(argv=None):
     parser.add_argument("--parts", action="store_true",
                         help="time each step's graph building and its evaluation apart, unpipelined "
                              "(ms a token: build + evaluate, each round)")
+    parser.add_argument("--padded", action="store_true",
+                        help="left-padded requests in a BatchKVCache, bf16 (module docstring)")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
 
@@ -148,22 +190,28 @@ def main(argv=None):
     print(f"# model: Llama-3-8B shape, {args.layers} layers, bfloat16, built in {time.perf_counter() - t0:.1f} s; "
           f"mlx {mx.__version__}, device {mx.default_device()}", flush=True)
     rows = []
-    print("| B | context | cache | mlx_lm ms/token | fusedattend ms/token | mlx_lm / fusedattend | no attention |",
-          flush=True)
-    print("|---|---|---|---|---|---|---|", flush=True)
+    masked = " | fusedattend, mask" if args.padded else ""
+    print(f"| B | context | cache | mlx_lm ms/token | fusedattend ms/token | mlx_lm / fusedattend | no attention"
+          f"{masked} |", flush=True)
+    print("|---|---|---|---|---|---|---|" + "---|" * bool(masked), flush=True)
+    fmt = lambda x: f"{x:.2f}" if isinstance(x, float) else x  # noqa: E731
     for batch in args.batch:
         for context in args.context:
-            for quantized in (False, True):
-                result = timed(model, lambda: filled_caches(model, batch, context, quantized), batch,
-                               args.steps, args.warmup, args.rounds, step_parts if args.parts else None)
+            for quantized in (False,) if args.padded else (False, True):
+                if args.padded:
+                    make, kind = (lambda: padded_caches(model, batch, context)), "bf16 BatchKVCache, left-padded"
+                else:
+                    make = lambda: filled_caches(model, batch, context, quantized)  # noqa: E731
+                    kind = f"{BITS}-bit QuantizedKVCache" if quantized else "bf16 KVCache"
+                result = timed(model, make, batch, args.steps, args.warmup, args.rounds,
+                               step_parts if args.parts else None, padded=args.padded)
                 mx.clear_cache()
-                kind = f"{BITS}-bit QuantizedKVCache" if quantized else "bf16 KVCache"
                 rows.append(dict(B=batch, context=context, cache=kind, **result))
                 theirs, ours = result["mlx_lm"], result["fusedattend"]
                 ratio = f"{theirs / ours:.2f}x" if all(isinstance(x, float) for x in (theirs, ours)) else "-"
-                fmt = lambda x: f"{x:.2f}" if isinstance(x, float) else x  # noqa: E731
+                extra = f" | {fmt(result['fusedattend, mask'])}" if masked else ""
                 print(f"| {batch} | {context} | {kind} | {fmt(theirs)} | {fmt(ours)} | {ratio} | "
-                      f"{fmt(result['no attention'])} |", flush=True)
+                      f"{fmt(result['no attention'])}{extra} |", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(mlx=mx.__version__, layers=args.layers, steps=args.steps, rounds=args.rounds,

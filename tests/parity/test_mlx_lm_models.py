@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("mlx_lm")
 import mlx_lm.models.base as base  # noqa: E402
 import mlx_lm.models.llama as llama  # noqa: E402
-from mlx_lm.models.cache import KVCache, QuantizedKVCache  # noqa: E402
+from mlx_lm.models.cache import BatchKVCache, KVCache, QuantizedKVCache  # noqa: E402
 
 import fusedattend  # noqa: E402
 from fusedattend import mlx_lm_attention  # noqa: E402
@@ -51,8 +51,11 @@ def filled_caches(model, quantized, S0, seed):
 
 
 def oracle_attention(queries, keys, values, cache, scale, mask, sinks=None):
-    """float64 attention (tests.oracle, no code shared with fusedattend), in the queries' dtype."""
-    assert sinks is None and mask in (None, "causal")
+    """float64 attention (tests.oracle, no code shared with fusedattend), in the queries' dtype;
+    mask: None, "causal" or a boolean array (a BatchKVCache's)."""
+    assert sinks is None
+    if isinstance(mask, mx.array):
+        mask = np.array(mask)
     if hasattr(cache, "bits"):
         keys, values = (oracle.dequantize(np.array(codes), np_of(scales), np_of(biases), bits=cache.bits,
                                           group_size=cache.group_size) for codes, scales, biases in (keys, values))
@@ -185,15 +188,17 @@ def test_decode_steps_take_fusedattend(monkeypatch):
 
 
 def test_patch_restores_and_refuses_twice():
-    original = base.scaled_dot_product_attention
+    original, make_mask = base.scaled_dot_product_attention, BatchKVCache.make_mask
     restore = fusedattend.patch_mlx_lm()
     try:
         assert llama.scaled_dot_product_attention is base.scaled_dot_product_attention is not original
+        assert BatchKVCache.make_mask is not make_mask
         with pytest.raises(RuntimeError, match="patched already"):
             fusedattend.patch_mlx_lm()
     finally:
         restore()
     assert llama.scaled_dot_product_attention is base.scaled_dot_product_attention is original
+    assert BatchKVCache.make_mask is make_mask
 
 
 @pytest.mark.parametrize("name, error", [("tpu", ValueError), (3, TypeError)])
