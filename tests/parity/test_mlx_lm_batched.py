@@ -19,7 +19,13 @@ import fusedattend  # noqa: E402
 from fusedattend import mlx_lm_attention  # noqa: E402
 from tests import oracle  # noqa: E402
 from tests.parity.grids import np_of  # noqa: E402
-from tests.parity.test_mlx_lm_models import PROMPT_TOLERANCE, VOCAB, assert_close, oracle_attention, small_llama  # noqa: E402
+from tests.parity.test_mlx_lm_models import (  # noqa: E402
+    PROMPT_TOLERANCE,
+    VOCAB,
+    assert_close,
+    oracle_attention,
+    small_llama,
+)
 
 H_Q, H_KV, D = 8, 2, 64
 # Of the largest output, against float64 attention: float32 rounding, and half a bfloat16 step.
