@@ -4,7 +4,7 @@
 
 One table per backend and format (and others for the decode-loop rows, whose cache grows a
 key a step from S: `grows_by` in their extra_info; padded loops and loops with every step
-evaluated apart), one row per B and S: the backend's median µs per call (a round's median over
+evaluated apart; an mlx_lm model's steps, one table per kind of cache: `kind`), one row per B and S: the backend's median µs per call (a round's median over
 its calls_per_round queued calls, 1 in baselines that predate it), its GB/s of K/V, and the speed
 ratio against each peer timed in the same run (> 1: ours is faster), then the geometric mean
 of each ratio per format.
@@ -18,8 +18,10 @@ from perf_compare import per_call_median
 
 
 def table_of(e):
-    """(backend, format, what kind of call: "" one call, or a decode loop's, padded or not): the
-    table a row goes to."""
+    """(backend, format, what kind of call: "" one call, a decode loop's, padded or not, or an
+    mlx_lm model's step over a kind of cache): the table a row goes to."""
+    if "kind" in e:
+        return e["backend"], e["format"], f"mlx_lm model steps over a {e['kind']}"
     loop = "padded decode loops" if "pads" in e else "decode loops" if "grows_by" in e else ""
     if e.get("each_step"):
         loop += ", every step evaluated"

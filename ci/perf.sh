@@ -30,7 +30,8 @@ case "$mode" in
     python ci/perf_compare.py "$storage" "$run_json" "${limits[@]}" --failed "$failed" && exit 0
     [ -s "$failed" ] || exit 1
     echo "timing the slow rows again:"
-    mapfile -t again < <(sed 's#^#tests/perf/test_decode_perf.py::#' "$failed")
+    mapfile -t again < <(sed -e 's#^test_mlx_lm_step#tests/perf/test_mlx_lm_perf.py::&#' \
+      -e '/^tests\//!s#^#tests/perf/test_decode_perf.py::#' "$failed")
     python -m pytest "${again[@]}" "${common[@]:1}" "$@" "--benchmark-json=${run_json}"
     exec python ci/perf_compare.py "$storage" "$run_json" "${limits[@]}" ;;
   *) echo "usage: ci/perf.sh {record|compare} [pytest args]" >&2; exit 2 ;;

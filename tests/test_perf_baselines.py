@@ -23,6 +23,6 @@ def test_baseline_has_every_format_and_a_peer_ratio(path):
     assert all(e["gbps"] > 0 and any(k.startswith("ratio_") for k in e) for e in runs)
     table = subprocess.run([sys.executable, str(ROOT / "ci/baseline_table.py"), str(path)],
                            capture_output=True, text=True, check=True).stdout
-    # (padded, evaluated) decode loops apart
-    groups = {(e["backend"], e["format"], "grows_by" in e, "pads" in e, "each_step" in e) for e in runs}
+    # (padded, evaluated) decode loops and mlx_lm model steps (by kind of cache) apart
+    groups = {(e["backend"], e["format"], "grows_by" in e, "pads" in e, "each_step" in e, e.get("kind")) for e in runs}
     assert table.count("\n| ") == len(runs) + 2 * len(groups)  # + header and mean row per table

@@ -1,0 +1,119 @@
+"""Decode steps of an mlx_lm model, patched (`fusedattend.patch_mlx_lm`), against mlx_lm's own
+attention timed in the same run (GPU backends only).
+
+The model has Llama-3-8B's attention (hidden 4096, 32 query heads over 8 kv heads of D = 128)
+in 4 layers, with a small MLP (1024) and vocabulary (1024), so that attention is most of a step.
+Its caches are mlx_lm's own, filled with S random keys. A round queues STEPS greedy steps (each
+step's token from the step before), evaluates them, and trims the caches back to S. The stored
+time is a round's; `calls_per_round` is STEPS, so a "call" is a model step.
+extra_info: ratio_mlx_lm = mlx_lm's step / ours (> 1: patched is faster), and for a
+QuantizedKVCache, whose decode mlx_lm's own attention cannot run on MLX 0.32.4's CUDA backend
+(`mlx_lm` then holds its error), ratio_mlx_lm.bf16 = mlx_lm with a bf16 KVCache instead. The
+BatchKVCache rows hold left-padded requests (request i: S - i * S // (2 B) keys), as mlx_lm's
+BatchGenerator does; patched, their padding reaches the kernels as key_ranges. kv_bytes counts
+the keys and values a step's attention reads (padding left out), gbps those over a step's time.
+"""
+
+import statistics
+
+import mlx.core as mx
+import pytest
+
+import fusedattend as fa
+from fusedattend import bench
+from tests.perf.test_decode_perf import _benchmark_median
+
+pytest.importorskip("mlx_lm")
+from mlx_lm.models import llama  # noqa: E402
+from mlx_lm.models.cache import BatchKVCache, KVCache, QuantizedKVCache  # noqa: E402
+
+ON_GPU = mx.default_device() == mx.gpu
+LAYERS, STEPS, ROUNDS = 4, 8, 11
+BITS, GROUP_SIZE = 4, 64
+CASES = [("KVCache", 1, 2048), ("KVCache", 1, 32768), ("KVCache", 8, 8192), ("QuantizedKVCache", 1, 8192),
+         ("QuantizedKVCache", 8, 8192), ("BatchKVCache", 8, 8192), ("BatchKVCache", 32, 2048)]
+
+
+@pytest.fixture(scope="module")
+def model():
+    args = llama.ModelArgs(model_type="llama", hidden_size=4096, num_hidden_layers=LAYERS, intermediate_size=1024,
+                           num_attention_heads=32, num_key_value_heads=8, rms_norm_eps=1e-5, vocab_size=1024)
+    m = llama.Model(args)
+    m.set_dtype(mx.bfloat16)
+    mx.eval(m.parameters())
+    return m
+
+
+def request_lengths(kind, B, S):
+    return [S - i * S // (2 * B) for i in range(B)] if kind == "BatchKVCache" else [S] * B
+
+
+def make_caches(kind, B, S):
+    """One mlx_lm cache a layer, holding S random keys and values a request (fewer, left-padded,
+    in a BatchKVCache)."""
+    caches = []
+    for _ in range(LAYERS):
+        def kv(n, batch=1):
+            return [mx.random.normal((batch, 8, n, 128)).astype(mx.bfloat16) for _ in range(2)]
+
+        if kind == "BatchKVCache":
+            requests = []
+            for n in request_lengths(kind, B, S):
+                requests.append(KVCache())
+                requests[-1].update_and_fetch(*kv(n))
+            cache = BatchKVCache.merge(requests)
+            mx.eval(cache.left_padding, cache.offset)
+        else:
+            cache = QuantizedKVCache(group_size=GROUP_SIZE, bits=BITS) if kind == "QuantizedKVCache" else KVCache()
+            cache.update_and_fetch(*kv(S, B))
+        mx.eval(cache.state[:2])
+        caches.append(cache)
+    return caches
+
+
+def steps_round(model, caches, B):
+    """STEPS greedy steps queued, evaluated, and the caches trimmed back."""
+    y = mx.zeros((B,), dtype=mx.int32)
+    for _ in range(STEPS):
+        y = mx.argmax(model(y[:, None], cache=caches)[:, -1], axis=-1)
+    mx.eval(y)
+    for cache in caches:
+        cache.trim(STEPS)
+
+
+def step_seconds(model, caches, B):
+    """mlx_lm's protocol as ours: a warm-up round, then the median of ROUNDS; seconds a step."""
+    return statistics.median(bench.time_call(lambda: steps_round(model, caches, B), repeats=ROUNDS)) / STEPS
+
+
+@pytest.mark.perf
+@pytest.mark.parametrize("kind,B,S", CASES, ids=[f"{kind}-B{B}-S{S}" for kind, B, S in CASES])
+def test_mlx_lm_step(benchmark, backend, request, kind, B, S):
+    if not ON_GPU or backend == "reference":
+        pytest.skip("mlx_lm model steps: GPU backends only")
+    model = request.getfixturevalue("model")
+    caches = make_caches(kind, B, S)
+    info = benchmark.extra_info
+    try:
+        info["ratio_mlx_lm"] = step_seconds(model, caches, B)
+    except Exception as err:  # mlx_lm's quantized attention on CUDA
+        info["mlx_lm"] = f"{type(err).__name__}: {str(err).splitlines()[0][:100]}"
+        caches = make_caches(kind, B, S)  # the failed steps' lazy arrays stay in the old ones
+    if kind == "QuantizedKVCache":
+        info["ratio_mlx_lm.bf16"] = step_seconds(model, make_caches("KVCache", B, S), B)
+    restore = fa.patch_mlx_lm(backend=backend)
+    try:
+        benchmark.group = f"mlx_lm step {kind} B={B} S={S}"
+        benchmark.pedantic(lambda: steps_round(model, caches, B), rounds=ROUNDS, iterations=1, warmup_rounds=1)
+        median = _benchmark_median(benchmark)
+        seconds = (median if median is not None else step_seconds(model, caches, B) * STEPS) / STEPS
+    finally:
+        restore()
+    keys = sum(request_lengths(kind, B, S)) * LAYERS
+    element_bytes = BITS / 8 + 2 * 2 / GROUP_SIZE if kind == "QuantizedKVCache" else 2  # codes, scale and bias
+    kv_bytes = keys * 8 * 128 * 2 * element_bytes
+    for peer in [k for k in info if k.startswith("ratio_")]:
+        info[peer] /= seconds
+    info.update(backend=backend, format="q4" if kind == "QuantizedKVCache" else "bfloat16", kind=kind, B=B, S=S,
+                layers=LAYERS, kv_bytes=int(kv_bytes),
+                calls_per_round=STEPS, gbps=kv_bytes / seconds / 1e9)
