@@ -4,8 +4,9 @@
 
 One table per backend and format (and others for the decode-loop rows, whose cache grows a
 key a step from S: `grows_by` in their extra_info; padded loops and loops with every step
-evaluated apart; an mlx_lm model's steps, one table per kind of cache: `kind`), one row per B and S: the backend's median µs per call (a round's median over
-its calls_per_round queued calls, 1 in baselines that predate it), its GB/s of K/V, and the speed
+evaluated apart; an mlx_lm model's steps, one table per kind of cache: `kind`), one row per B
+and S: the backend's median µs per call (a round's median over its calls_per_round queued
+calls, 1 in baselines that predate it), its GB/s of K/V, and the speed
 ratio against each peer timed in the same run (> 1: ours is faster), then the geometric mean
 of each ratio per format.
 """

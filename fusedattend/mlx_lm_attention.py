@@ -79,6 +79,8 @@ def _noting_padding_ranges(make_mask):
         if (N <= MAX_FUSED_QUERY_LEN and not args and kwargs.get("window_size") is None
                 and getattr(cache, "_right_padding", None) is None and isinstance(mask, mx.array)):
             S = cache._idx + N  # the keys the layers will see, this step's N appended
+            # left_padding changes only when requests join or leave (mlx_lm's filter reads it on
+            # the host too); after a join this read waits for the joined arrays.
             ranges = mx.array([[pad, S - pad] for pad in cache.left_padding.tolist()], dtype=mx.int32)
             key = id(mask)
             _PADDING_RANGES[key] = (weakref.ref(mask, lambda _: _PADDING_RANGES.pop(key, None)), S, ranges)

@@ -48,24 +48,25 @@ def request_lengths(kind, B, S):
     return [S - i * S // (2 * B) for i in range(B)] if kind == "BatchKVCache" else [S] * B
 
 
+def random_kv(batch, n):
+    return [mx.random.normal((batch, 8, n, 128)).astype(mx.bfloat16) for _ in range(2)]
+
+
 def make_caches(kind, B, S):
     """One mlx_lm cache a layer, holding S random keys and values a request (fewer, left-padded,
     in a BatchKVCache)."""
     caches = []
     for _ in range(LAYERS):
-        def kv(n, batch=1):
-            return [mx.random.normal((batch, 8, n, 128)).astype(mx.bfloat16) for _ in range(2)]
-
         if kind == "BatchKVCache":
             requests = []
             for n in request_lengths(kind, B, S):
                 requests.append(KVCache())
-                requests[-1].update_and_fetch(*kv(n))
+                requests[-1].update_and_fetch(*random_kv(1, n))
             cache = BatchKVCache.merge(requests)
             mx.eval(cache.left_padding, cache.offset)
         else:
             cache = QuantizedKVCache(group_size=GROUP_SIZE, bits=BITS) if kind == "QuantizedKVCache" else KVCache()
-            cache.update_and_fetch(*kv(S, B))
+            cache.update_and_fetch(*random_kv(B, S))
         mx.eval(cache.state[:2])
         caches.append(cache)
     return caches
