@@ -60,14 +60,19 @@ def filled_caches(model, batch, context, quantized):
     return caches
 
 
+def padded_lengths(batch, context):
+    """The keys each request of a --padded batch holds (module docstring)."""
+    return [context - i * context // (2 * batch) for i in range(batch)]
+
+
 def padded_caches(model, batch, context):
     """Each layer's BatchKVCache of `batch` left-padded requests (module docstring, --padded)."""
     caches = []
     for layer in model.layers:
         attn = layer.self_attn
         requests = []
-        for i in range(batch):
-            shape = (1, attn.n_kv_heads, context - i * context // (2 * batch), attn.head_dim)
+        for n in padded_lengths(batch, context):
+            shape = (1, attn.n_kv_heads, n, attn.head_dim)
             request = KVCache()
             request.update_and_fetch(mx.random.normal(shape).astype(mx.bfloat16),
                                      mx.random.normal(shape).astype(mx.bfloat16))

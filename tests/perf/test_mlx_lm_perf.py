@@ -14,7 +14,9 @@ BatchGenerator does; patched, their padding reaches the kernels as key_ranges. k
 the keys and values a step's attention reads (padding left out), gbps those over a step's time.
 """
 
+import importlib.util
 import statistics
+from pathlib import Path
 
 import mlx.core as mx
 import pytest
@@ -25,11 +27,16 @@ from tests.perf.test_decode_perf import _benchmark_median
 
 pytest.importorskip("mlx_lm")
 from mlx_lm.models import llama  # noqa: E402
-from mlx_lm.models.cache import BatchKVCache, KVCache, QuantizedKVCache  # noqa: E402
+
+# The caches of ci/gpu/mlx_lm_decode.py (its random fills, its --padded batch, its 4-bit format).
+_spec = importlib.util.spec_from_file_location("mlx_lm_decode",
+                                               Path(__file__).resolve().parents[2] / "ci/gpu/mlx_lm_decode.py")
+decode_script = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(decode_script)
 
 ON_GPU = mx.default_device() == mx.gpu
 LAYERS, STEPS, ROUNDS = 4, 8, 11
-BITS, GROUP_SIZE = 4, 64
+BITS, GROUP_SIZE = decode_script.BITS, decode_script.GROUP_SIZE
 CASES = [("KVCache", 1, 2048), ("KVCache", 1, 32768), ("KVCache", 8, 8192), ("QuantizedKVCache", 1, 8192),
          ("QuantizedKVCache", 8, 8192), ("BatchKVCache", 8, 8192), ("BatchKVCache", 32, 2048)]
 
@@ -45,31 +52,15 @@ def model():
 
 
 def request_lengths(kind, B, S):
-    return [S - i * S // (2 * B) for i in range(B)] if kind == "BatchKVCache" else [S] * B
+    return decode_script.padded_lengths(B, S) if kind == "BatchKVCache" else [S] * B
 
 
-def random_kv(batch, n):
-    return [mx.random.normal((batch, 8, n, 128)).astype(mx.bfloat16) for _ in range(2)]
-
-
-def make_caches(kind, B, S):
+def make_caches(model, kind, B, S):
     """One mlx_lm cache a layer, holding S random keys and values a request (fewer, left-padded,
     in a BatchKVCache)."""
-    caches = []
-    for _ in range(LAYERS):
-        if kind == "BatchKVCache":
-            requests = []
-            for n in request_lengths(kind, B, S):
-                requests.append(KVCache())
-                requests[-1].update_and_fetch(*random_kv(1, n))
-            cache = BatchKVCache.merge(requests)
-            mx.eval(cache.left_padding, cache.offset)
-        else:
-            cache = QuantizedKVCache(group_size=GROUP_SIZE, bits=BITS) if kind == "QuantizedKVCache" else KVCache()
-            cache.update_and_fetch(*random_kv(B, S))
-        mx.eval(cache.state[:2])
-        caches.append(cache)
-    return caches
+    if kind == "BatchKVCache":
+        return decode_script.padded_caches(model, B, S)
+    return decode_script.filled_caches(model, B, S, kind == "QuantizedKVCache")
 
 
 def steps_round(model, caches, B):
@@ -93,15 +84,15 @@ def test_mlx_lm_step(benchmark, backend, request, kind, B, S):
     if not ON_GPU or backend == "reference":
         pytest.skip("mlx_lm model steps: GPU backends only")
     model = request.getfixturevalue("model")
-    caches = make_caches(kind, B, S)
+    caches = make_caches(model, kind, B, S)
     info = benchmark.extra_info
     try:
         info["ratio_mlx_lm"] = step_seconds(model, caches, B)
     except Exception as err:  # mlx_lm's quantized attention on CUDA
         info["mlx_lm"] = f"{type(err).__name__}: {str(err).splitlines()[0][:100]}"
-        caches = make_caches(kind, B, S)  # the failed steps' lazy arrays stay in the old ones
+        caches = make_caches(model, kind, B, S)  # the failed steps' lazy arrays stay in the old ones
     if kind == "QuantizedKVCache":
-        info["ratio_mlx_lm.bf16"] = step_seconds(model, make_caches("KVCache", B, S), B)
+        info["ratio_mlx_lm.bf16"] = step_seconds(model, make_caches(model, "KVCache", B, S), B)
     restore = fa.patch_mlx_lm(backend=backend)
     try:
         benchmark.group = f"mlx_lm step {kind} B={B} S={S}"
