@@ -18,6 +18,7 @@ Shapes (layered; without the layer axis when not):
 from __future__ import annotations
 
 import math
+import weakref
 from typing import NamedTuple, Optional
 
 import mlx.core as mx
@@ -236,6 +237,9 @@ def _key_ranges(key_ranges, B, S):
         raise TypeError(f"key_ranges must have an integer dtype, got {key_ranges.dtype}")
     if tuple(key_ranges.shape) != (B, 2):
         raise ValueError(f"key_ranges must have shape (B, 2) = {(B, 2)}, got {tuple(key_ranges.shape)}")
+    noted = _NOTED_RANGES.get(id(key_ranges))
+    if noted is not None and noted[0]() is key_ranges and noted[1] == S:
+        return key_ranges  # made and checked by noted_key_ranges for this S
     # The check reads the values, so it waits for them either way, then checks them on the host.
     # As eight MLX ops the check cost about 15 µs of GPU time a call at B = 1 on the H200
     # (docs/h200/tip-debf231/).
@@ -265,6 +269,28 @@ def key_ranges_outside_on_host(key_ranges, S):
         return any(key_ranges_outside(start, length, S) for start, length in key_ranges.tolist())
     ranges = np.asarray(key_ranges).astype(np.int64)
     return bool(np.any(key_ranges_outside(ranges[:, 0], ranges[:, 1], S)))
+
+
+# key_ranges arrays this package made from Python ints it had checked (noted_key_ranges; the mlx_lm
+# integration's padding ranges, one array a decode step for every layer): id -> (weak reference,
+# S). A call with one of them for its S does not read it back on the host. Each such read moves
+# the array's managed page to the host, and the next kernel waits for it to come back
+# (docs/gpu.md, "Key ranges checked once"). Only arrays no caller holds are noted: a caller
+# could change one in place.
+_NOTED_RANGES = {}
+
+
+def noted_key_ranges(ranges, S):
+    """[(start, length), ...] of Python ints, checked against S here, as the kernels' (B, 2)
+    int32 array, noted so that calls with it for this S skip the values check."""
+    if any(key_ranges_outside(start, length, S) for start, length in ranges):
+        raise ValueError(
+            f"key_ranges must hold 0 <= start, 0 <= length and start + length <= S = {S} per request"
+        )
+    array = mx.array(ranges, dtype=mx.int32).reshape(len(ranges), 2)
+    key = id(array)
+    _NOTED_RANGES[key] = (weakref.ref(array, lambda _: _NOTED_RANGES.pop(key, None)), S)
+    return array
 
 
 def kernel_key_ranges(key_ranges):

@@ -17,7 +17,8 @@ masks the padding with a boolean array. The patch has the cache's `make_mask` no
 mask that hides the left padding alone (no window, no right padding still to roll away), the
 `key_ranges` that say the same: request b sees keys left_padding[b] .. S - 1. A decode step given
 such a mask passes those ranges instead, so the kernels never read the padding nor a mask, the
-call is replayed, and each request's attention is bit for bit what it would be alone.
+call is replayed, and each request's attention is bit for bit what it would be alone. The ranges
+are checked once, as they are made, not read back on the host by each layer's call.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import weakref
 import mlx.core as mx
 
 from . import backends
-from ._problem import MAX_FUSED_QUERY_LEN
+from ._problem import MAX_FUSED_QUERY_LEN, noted_key_ranges
 from .api import decode_attention, dequantize_kv, quantized_decode_attention
 
 _NAME = "scaled_dot_product_attention"
@@ -81,7 +82,10 @@ def _noting_padding_ranges(make_mask):
             S = cache._idx + N  # the keys the layers will see, this step's N appended
             # left_padding changes only when requests join or leave (mlx_lm's filter reads it on
             # the host too); after a join this read waits for the joined arrays.
-            ranges = mx.array([[pad, S - pad] for pad in cache.left_padding.tolist()], dtype=mx.int32)
+            try:
+                ranges = noted_key_ranges([(pad, S - pad) for pad in cache.left_padding.tolist()], S)
+            except ValueError:  # padding past the keys: not the mask of left padding alone
+                return mask
             key = id(mask)
             _PADDING_RANGES[key] = (weakref.ref(mask, lambda _: _PADDING_RANGES.pop(key, None)), S, ranges)
         return mask

@@ -1,5 +1,7 @@
 """ci/key_ranges_check.py times the shipped key_ranges check against its MLX-op form: both must
-accept and refuse the same ranges, or the timing compares two different checks."""
+accept and refuse the same ranges, or the timing compares two different checks. And the ranges
+this package makes itself (`_problem.noted_key_ranges`) are checked as they are made, then not
+read back on the host, for their own S only."""
 import importlib.util
 from pathlib import Path
 
@@ -7,6 +9,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
+import fusedattend as fa
 from fusedattend import _problem
 
 spec = importlib.util.spec_from_file_location(
@@ -47,3 +50,47 @@ def test_other_integer_dtypes(dtype, B):
     for last, valid in (((0, 8), True), ((top, 0), False), ((0, top), False)):
         key_ranges = mx.array(np.array([[0, 8]] * (B - 1) + [list(last)], dtype=dtype))
         assert _problem.key_ranges_outside_on_host(key_ranges, 8) is (not valid)
+
+
+def _attend(key_ranges, S):
+    q = mx.random.normal((2, 4, 1, 8), key=mx.random.key(1))
+    k, v = (mx.random.normal((2, 2, S, 8), key=mx.random.key(2 + i)) for i in (0, 1))
+    return fa.decode_attention(q, k, v, key_ranges=key_ranges)
+
+
+def _fail_on_read(monkeypatch):
+    def read(key_ranges, S):
+        raise AssertionError("read back on the host")
+
+    monkeypatch.setattr(_problem, "key_ranges_outside_on_host", read)
+
+
+def test_noted_ranges_not_read_back(monkeypatch):
+    pairs = [(3, S - 3), (0, S)]
+    expected = _attend(mx.array(pairs), S)
+    noted = _problem.noted_key_ranges(pairs, S)
+    _fail_on_read(monkeypatch)
+    assert mx.array_equal(_attend(noted, S), expected)
+    with pytest.raises(AssertionError, match="read back"):  # a caller's equal array is read
+        _attend(mx.array(pairs), S)
+
+
+def test_noted_ranges_checked_for_another_S():
+    """Noted for S, used with fewer keys: checked again, and (3, S - 3) is then out of range."""
+    noted = _problem.noted_key_ranges([(3, S - 3), (0, 1)], S)
+    with pytest.raises(ValueError, match="key_ranges"):
+        _attend(noted, S - 1)
+
+
+@pytest.mark.parametrize("start, length", [r for r in RANGES if not (0 <= r[0] <= S and 0 <= r[1] <= S - r[0])])
+def test_noted_ranges_refused_as_made(start, length):
+    with pytest.raises(ValueError, match="key_ranges"):
+        _problem.noted_key_ranges([(0, S), (start, length)], S)
+
+
+def test_noted_entry_goes_with_its_array():
+    before = len(_problem._NOTED_RANGES)
+    noted = _problem.noted_key_ranges([(0, S)], S)
+    assert len(_problem._NOTED_RANGES) == before + 1
+    del noted
+    assert len(_problem._NOTED_RANGES) == before
