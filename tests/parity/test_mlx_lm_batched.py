@@ -128,6 +128,15 @@ def test_padding_ranges_are_not_read_back(backend, monkeypatch, patched):
         assert mx.array_equal(out, read_back)
 
 
+def test_padding_past_the_keys_stays_a_mask(patched):
+    """Left padding longer than the keys cannot be key ranges: nothing is noted, the mask stays."""
+    _, batch = requests_and_batch((6, 2), mx.float32, seed=7)
+    batch.left_padding = batch.left_padding + 100
+    mask = batch.make_mask(1, return_array=False)
+    keys, _ = batch.update_and_fetch(*step_inputs(2, 1, mx.float32, seed=7)[1:])
+    assert isinstance(mask, mx.array) and mlx_lm_attention.padding_key_ranges(mask, keys) is None
+
+
 def test_windowed_mask_stays_a_mask(backend, monkeypatch, patched):
     """A mask with a window hides more than the padding: it is passed on as it is."""
     seen = passed_on(monkeypatch)
