@@ -237,8 +237,7 @@ def _key_ranges(key_ranges, B, S):
         raise TypeError(f"key_ranges must have an integer dtype, got {key_ranges.dtype}")
     if tuple(key_ranges.shape) != (B, 2):
         raise ValueError(f"key_ranges must have shape (B, 2) = {(B, 2)}, got {tuple(key_ranges.shape)}")
-    noted = _NOTED_RANGES.get(id(key_ranges))
-    if noted is not None and noted[0]() is key_ranges and noted[1] == S:
+    if _NOTED_RANGES.get(key_ranges) == S:
         return key_ranges  # made and checked by noted_key_ranges for this S
     # The check reads the values, so it waits for them either way, then checks them on the host.
     # As eight MLX ops the check cost about 15 µs of GPU time a call at B = 1 on the H200
@@ -271,13 +270,36 @@ def key_ranges_outside_on_host(key_ranges, S):
     return bool(np.any(key_ranges_outside(ranges[:, 0], ranges[:, 1], S)))
 
 
+class IdentityNotes:
+    """A value noted for each of some objects, found by the object's identity (MLX arrays compare
+    elementwise, so they cannot key a dict); a note goes when its object does."""
+
+    def __init__(self):
+        self._notes = {}  # id(obj) -> (weak reference to obj, value)
+
+    def note(self, obj, value):
+        key = id(obj)
+        self._notes[key] = (weakref.ref(obj, lambda _: self._notes.pop(key, None)), value)
+
+    def get(self, obj):
+        """The value noted for obj itself, or None."""
+        entry = self._notes.get(id(obj))
+        return entry[1] if entry is not None and entry[0]() is obj else None
+
+    def clear(self):
+        self._notes.clear()
+
+    def __len__(self):
+        return len(self._notes)
+
+
 # key_ranges arrays this package made from Python ints it had checked (noted_key_ranges; the mlx_lm
-# integration's padding ranges, one array a decode step for every layer): id -> (weak reference,
-# S). A call with one of them for its S does not read it back on the host. Each such read moves
-# the array's managed page to the host, and the next kernel waits for it to come back
-# (docs/gpu.md, "Key ranges checked once"). Only arrays no caller holds are noted: a caller
-# could change one in place.
-_NOTED_RANGES = {}
+# integration's padding ranges, one array a decode step for every layer), each noted with its S.
+# A call with one of them for its S does not read it back on the host. Each such read moves the
+# array's managed page to the host, and the next kernel waits for it to come back (docs/gpu.md,
+# "Key ranges checked once"). Only arrays no caller holds are noted: a caller could change one
+# in place.
+_NOTED_RANGES = IdentityNotes()
 
 
 def noted_key_ranges(ranges, S):
@@ -288,8 +310,7 @@ def noted_key_ranges(ranges, S):
             f"key_ranges must hold 0 <= start, 0 <= length and start + length <= S = {S} per request"
         )
     array = mx.array(ranges, dtype=mx.int32).reshape(len(ranges), 2)
-    key = id(array)
-    _NOTED_RANGES[key] = (weakref.ref(array, lambda _: _NOTED_RANGES.pop(key, None)), S)
+    _NOTED_RANGES.note(array, S)
     return array
 
 

@@ -24,19 +24,18 @@ are checked once, as they are made, not read back on the host by each layer's ca
 from __future__ import annotations
 
 import sys
-import weakref
 
 import mlx.core as mx
 
 from . import backends
-from ._problem import MAX_FUSED_QUERY_LEN, noted_key_ranges
+from ._problem import MAX_FUSED_QUERY_LEN, IdentityNotes, noted_key_ranges
 from .api import decode_attention, dequantize_kv, quantized_decode_attention
 
 _NAME = "scaled_dot_product_attention"
 
-# id(mask) -> (weak reference to the mask, S, its key_ranges), for the masks of left padding
-# alone that a patched BatchKVCache.make_mask returned; an entry goes with its mask.
-_PADDING_RANGES = {}
+# (S, key_ranges) noted for each mask of left padding alone that a patched BatchKVCache.make_mask
+# returned; a note goes with its mask.
+_PADDING_RANGES = IdentityNotes()
 
 
 def scaled_dot_product_attention(queries, keys, values, cache, scale, mask, sinks=None, *, backend=None):
@@ -64,10 +63,10 @@ def scaled_dot_product_attention(queries, keys, values, cache, scale, mask, sink
 def padding_key_ranges(mask, keys):
     """The key_ranges noted for `mask` (a BatchKVCache's mask of left padding alone), or None:
     any other mask stays a mask, and so does one made for another number of keys."""
-    entry = _PADDING_RANGES.get(id(mask)) if isinstance(mask, mx.array) else None
-    if entry is None or entry[0]() is not mask:
+    entry = _PADDING_RANGES.get(mask) if isinstance(mask, mx.array) else None
+    if entry is None:
         return None
-    _, S, ranges = entry
+    S, ranges = entry
     k = keys[0] if isinstance(keys, tuple) else keys  # a quantized cache's (codes, scales, biases)
     return ranges if isinstance(k, mx.array) and k.ndim >= 2 and k.shape[-2] == S else None
 
@@ -86,8 +85,7 @@ def _noting_padding_ranges(make_mask):
                 ranges = noted_key_ranges([(pad, S - pad) for pad in cache.left_padding.tolist()], S)
             except ValueError:  # padding past the keys: not the mask of left padding alone
                 return mask
-            key = id(mask)
-            _PADDING_RANGES[key] = (weakref.ref(mask, lambda _: _PADDING_RANGES.pop(key, None)), S, ranges)
+            _PADDING_RANGES.note(mask, (S, ranges))
         return mask
 
     return noting
