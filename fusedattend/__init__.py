@@ -17,12 +17,14 @@ except ImportError as err:  # pragma: no cover - depends on how MLX was installe
 from ._problem import QuantizedKV
 from .api import decode_attention, dequantize_kv, quantize_kv, quantized_decode_attention
 from .backends import BACKENDS, available_backends, default_backend
+from .key_ranges import KeyRanges
 from .mlx_lm_attention import patch_mlx_lm
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BACKENDS",
+    "KeyRanges",
     "QuantizedKV",
     "available_backends",
     "decode_attention",

@@ -12,17 +12,18 @@ Shapes (layered; without the layer axis when not):
     k, v     (NL, B, H_kv, S, D)                  plain
     k, v     QuantizedKV of (NL, B, H_kv, S, ·)   quantized (codes, scales, biases)
     mask     5-D, broadcastable to (NL, B, H_q, L, S)
-    ranges   (B, 2) int32 of (start, length), or None
+    ranges   (B, 2) int32 of (start, length), or None (given as a KeyRanges or a (B, 2) array)
 """
 
 from __future__ import annotations
 
 import math
-import weakref
 from typing import NamedTuple, Optional
 
 import mlx.core as mx
 import numpy as np
+
+from .key_ranges import KeyRanges
 
 FLOAT_DTYPES = (mx.float32, mx.float16, mx.bfloat16)
 MAX_HEAD_DIM = 256
@@ -231,14 +232,17 @@ def _key_ranges(key_ranges, B, S):
     """Validate per-request (start, length) key ranges; returns a (B, 2) int32 array."""
     if key_ranges is None:
         return None
+    if isinstance(key_ranges, KeyRanges):
+        return key_ranges.checked_for(B, S)  # checked as it was made: nothing read back
     if not isinstance(key_ranges, mx.array):
-        raise TypeError(f"key_ranges must be an mlx.core.array of shape (B, 2), got {type(key_ranges).__name__}")
+        raise TypeError(
+            "key_ranges must be a fusedattend.KeyRanges or an mlx.core.array of shape (B, 2), "
+            f"got {type(key_ranges).__name__}"
+        )
     if not mx.issubdtype(key_ranges.dtype, mx.integer):
         raise TypeError(f"key_ranges must have an integer dtype, got {key_ranges.dtype}")
     if tuple(key_ranges.shape) != (B, 2):
         raise ValueError(f"key_ranges must have shape (B, 2) = {(B, 2)}, got {tuple(key_ranges.shape)}")
-    if _NOTED_RANGES.get(key_ranges) == S:
-        return key_ranges  # made and checked by noted_key_ranges for this S
     # The check reads the values, so it waits for them either way, then checks them on the host.
     # As eight MLX ops the check cost about 15 µs of GPU time a call at B = 1 on the H200
     # (docs/h200/tip-debf231/).
@@ -270,50 +274,6 @@ def key_ranges_outside_on_host(key_ranges, S):
     return bool(np.any(key_ranges_outside(ranges[:, 0], ranges[:, 1], S)))
 
 
-class IdentityNotes:
-    """A value noted for each of some objects, found by the object's identity (MLX arrays compare
-    elementwise, so they cannot key a dict); a note goes when its object does."""
-
-    def __init__(self):
-        self._notes = {}  # id(obj) -> (weak reference to obj, value)
-
-    def note(self, obj, value):
-        key = id(obj)
-        self._notes[key] = (weakref.ref(obj, lambda _: self._notes.pop(key, None)), value)
-
-    def get(self, obj):
-        """The value noted for obj itself, or None."""
-        entry = self._notes.get(id(obj))
-        return entry[1] if entry is not None and entry[0]() is obj else None
-
-    def clear(self):
-        self._notes.clear()
-
-    def __len__(self):
-        return len(self._notes)
-
-
-# key_ranges arrays this package made from Python ints it had checked (noted_key_ranges; the mlx_lm
-# integration's padding ranges, one array a decode step for every layer), each noted with its S.
-# A call with one of them for its S does not read it back on the host. Each such read moves the
-# array's managed page to the host, and the next kernel waits for it to come back (docs/gpu.md,
-# "Key ranges checked once"). Only arrays no caller holds are noted: a caller could change one
-# in place.
-_NOTED_RANGES = IdentityNotes()
-
-
-def noted_key_ranges(ranges, S):
-    """[(start, length), ...] of Python ints, checked against S here, as the kernels' (B, 2)
-    int32 array, noted so that calls with it for this S skip the values check."""
-    if any(key_ranges_outside(start, length, S) for start, length in ranges):
-        raise ValueError(
-            f"key_ranges must hold 0 <= start, 0 <= length and start + length <= S = {S} per request"
-        )
-    array = mx.array(ranges, dtype=mx.int32).reshape(len(ranges), 2)
-    _NOTED_RANGES.note(array, S)
-    return array
-
-
 def kernel_key_ranges(key_ranges):
     """key_ranges as the kernels read them: (B, 2) int32 row-major; a view (a column slice)
     reaches them as a copy."""
@@ -325,7 +285,8 @@ def kernel_key_ranges(key_ranges):
 # length S where every K/V array has the same S, at least 1 (nothing else checked depends on it).
 # A decode loop repeats one signature every step while its cache grows a key a step, so its
 # checks run once; they cost tens of µs a call, the signature about 1 µs. key_ranges enter by
-# shape and dtype; their values are checked again every call (repeated_key_ranges). Calls with a
+# shape and dtype (a KeyRanges by its length); their values are checked again every call
+# (repeated_key_ranges: an array's read back, a KeyRanges' end compared with S). Calls with a
 # mask array are checked in full every time: that check reads the mask. The GPU backends replay
 # such a call's launches by the same signature (backends.replay).
 _CHECKED = set()
@@ -341,9 +302,12 @@ def call_signature(arrays, scale, mask, key_ranges, *options):
         return None
     key = [type(scale), scale, mask, *options, queries.shape, queries.dtype]
     if key_ranges is not None:
-        if not isinstance(key_ranges, mx.array):
+        if isinstance(key_ranges, KeyRanges):
+            key += ("key_ranges", KeyRanges, len(key_ranges))
+        elif isinstance(key_ranges, mx.array):
+            key += ("key_ranges", key_ranges.shape, key_ranges.dtype)
+        else:
             return None
-        key += ("key_ranges", key_ranges.shape, key_ranges.dtype)
     S = None
     for x in arrays[1:]:  # K/V: S (axis -2) left out
         if not isinstance(x, mx.array):

@@ -28,8 +28,10 @@ def decode_attention(queries, keys, values, *, scale=None, mask=None, key_ranges
         scale: multiplies q.k; None means 1/sqrt(D).
         mask: None, "causal" (lower-right aligned: the last query row sees every key), a boolean
             array (True = attend) or an additive float array, broadcast to (…, B, H_q, L, S).
-        key_ranges: optional (B, 2) integer array of (start, length): request b sees only keys
+        key_ranges: optional per-request (start, length): request b sees only keys
             start .. start+length-1 (for padded batches); "causal" then aligns to the range's end.
+            A `KeyRanges` (checked once, as it is made) or a (B, 2) integer array (read back on
+            the host by every call, to check it: on a GPU the kernels wait for that read).
         backend: "reference", "cpu", "metal", "cuda" or None (fastest here; the environment
             variable FUSEDATTEND_BACKEND overrides).
 

@@ -143,8 +143,13 @@ def left_pads(B):
 
 
 def padded_key_ranges(pads, S):
-    """The (B, 2) int32 key_ranges of left-padded requests over S keys, made from Python each call
-    as a server would make them from its requests' lengths."""
+    """The key_ranges of left-padded requests over S keys, a fusedattend.KeyRanges made from
+    Python each call as a server would make them from its requests' lengths."""
+    return fa.KeyRanges([(p, S - p) for p in pads])
+
+
+def padded_key_range_array(pads, S):
+    """The same key_ranges as a (B, 2) int32 array, which every call reads back on the host."""
     return mx.array([[p, S - p] for p in pads], dtype=mx.int32)
 
 

@@ -18,20 +18,46 @@ mask that hides the left padding alone (no window, no right padding still to rol
 `key_ranges` that say the same: request b sees keys left_padding[b] .. S - 1. A decode step given
 such a mask passes those ranges instead, so the kernels never read the padding nor a mask, the
 call is replayed, and each request's attention is bit for bit what it would be alone. The ranges
-are checked once, as they are made, not read back on the host by each layer's call.
+are a KeyRanges, checked once, as they are made, not read back on the host by each layer's call.
 """
 
 from __future__ import annotations
 
 import sys
+import weakref
 
 import mlx.core as mx
 
 from . import backends
-from ._problem import MAX_FUSED_QUERY_LEN, IdentityNotes, noted_key_ranges
+from ._problem import MAX_FUSED_QUERY_LEN
 from .api import decode_attention, dequantize_kv, quantized_decode_attention
+from .key_ranges import KeyRanges
 
 _NAME = "scaled_dot_product_attention"
+
+
+class IdentityNotes:
+    """A value noted for each of some objects, found by the object's identity (MLX arrays compare
+    elementwise, so they cannot key a dict); a note goes when its object does."""
+
+    def __init__(self):
+        self._notes = {}  # id(obj) -> (weak reference to obj, value)
+
+    def note(self, obj, value):
+        key = id(obj)
+        self._notes[key] = (weakref.ref(obj, lambda _: self._notes.pop(key, None)), value)
+
+    def get(self, obj):
+        """The value noted for obj itself, or None."""
+        entry = self._notes.get(id(obj))
+        return entry[1] if entry is not None and entry[0]() is obj else None
+
+    def clear(self):
+        self._notes.clear()
+
+    def __len__(self):
+        return len(self._notes)
+
 
 # (S, key_ranges) noted for each mask of left padding alone that a patched BatchKVCache.make_mask
 # returned; a note goes with its mask.
@@ -82,7 +108,7 @@ def _noting_padding_ranges(make_mask):
             # left_padding changes only when requests join or leave (mlx_lm's filter reads it on
             # the host too); after a join this read waits for the joined arrays.
             try:
-                ranges = noted_key_ranges([(pad, S - pad) for pad in cache.left_padding.tolist()], S)
+                ranges = KeyRanges([(pad, S - pad) for pad in cache.left_padding.tolist()])
             except ValueError:  # padding past the keys: not the mask of left padding alone
                 return mask
             _PADDING_RANGES.note(mask, (S, ranges))

@@ -2,7 +2,7 @@
 
 The GPU and reference paths run there and give the bits they give outside it: bf16 and 4-bit K/V,
 one block and split into blocks on the GPU (S = 300 and 1500), no mask, "causal", a boolean mask
-and key ranges captured by the compiled function, and a boolean mask passed into it; a second
+and key ranges (an array, a KeyRanges) captured by the compiled function, and a boolean mask passed into it; a second
 call with other queries replays the compiled graph. The fast CPU backend evaluates its inputs,
 which MLX refuses while it compiles: it raises MLX's ValueError, not a crash. Key ranges passed
 into a compiled function raise it on every backend (their checks read the values). README,
@@ -39,6 +39,7 @@ EXTRAS = {
     "causal": lambda S: {"mask": "causal"},
     "bool_mask": lambda S: {"mask": mx.arange(S) % 3 != 0},
     "key_ranges": lambda S: {"key_ranges": mx.array([[0, S], [S // 3, S // 2]], dtype=mx.int32)},
+    "KeyRanges": lambda S: {"key_ranges": fa.KeyRanges([(0, S), (S // 3, S // 2)])},
 }
 
 

@@ -112,7 +112,8 @@ def test_padded_mask_stands_for_the_padded_key_ranges():
     """The padded loops' peer (MLX's SDPA with bench.padded_mask) sees the keys ours sees."""
     pads = bench.left_pads(16)
     S = max(pads) + 3
-    ranges = bench.padded_key_ranges(pads, S).tolist()
+    ranges = bench.padded_key_ranges(pads, S).pairs
+    assert bench.padded_key_range_array(pads, S).tolist() == [list(pair) for pair in ranges]
     mask = bench.padded_mask(pads, S)
     assert mask.shape == (16, 1, 1, S)
     want = [[start <= j < start + length for j in range(S)] for start, length in ranges]

@@ -1,7 +1,7 @@
 """ci/key_ranges_check.py times the shipped key_ranges check against its MLX-op form: both must
-accept and refuse the same ranges, or the timing compares two different checks. And the ranges
-this package makes itself (`_problem.noted_key_ranges`) are checked as they are made, then not
-read back on the host, for their own S only."""
+accept and refuse the same ranges, or the timing compares two different checks. And a
+`fusedattend.KeyRanges` is checked as it is made, against each call's B and S by its length and
+end, and not read back on the host."""
 import importlib.util
 from pathlib import Path
 
@@ -65,32 +65,71 @@ def _fail_on_read(monkeypatch):
     monkeypatch.setattr(_problem, "key_ranges_outside_on_host", read)
 
 
-def test_noted_ranges_not_read_back(monkeypatch):
+def test_key_ranges_not_read_back(monkeypatch):
     pairs = [(3, S - 3), (0, S)]
     expected = _attend(mx.array(pairs), S)
-    noted = _problem.noted_key_ranges(pairs, S)
+    ranges = fa.KeyRanges(pairs)
     _fail_on_read(monkeypatch)
-    assert mx.array_equal(_attend(noted, S), expected)
+    assert mx.array_equal(_attend(ranges, S), expected)
+    assert mx.array_equal(_attend(ranges, S), expected)  # replayed: the same signature
     with pytest.raises(AssertionError, match="read back"):  # a caller's equal array is read
         _attend(mx.array(pairs), S)
 
 
-def test_noted_ranges_checked_for_another_S():
-    """Noted for S, used with fewer keys: checked again, and (3, S - 3) is then out of range."""
-    noted = _problem.noted_key_ranges([(3, S - 3), (0, 1)], S)
-    with pytest.raises(ValueError, match="key_ranges"):
-        _attend(noted, S - 1)
+def test_key_ranges_checked_against_each_call():
+    """Valid for every S >= end (the same result as the array there), refused below it and for
+    another number of requests."""
+    ranges = fa.KeyRanges([(3, S - 4), (0, 1)])
+    assert ranges.end == S - 1
+    for keys in (S - 1, S, S + 5):
+        assert mx.array_equal(_attend(ranges, keys), _attend(mx.array(ranges.pairs), keys))
+    with pytest.raises(ValueError, match="key_ranges.*S = 14"):
+        _attend(ranges, S - 2)
+    with pytest.raises(ValueError, match="key_ranges must hold B = 2"):
+        _attend(fa.KeyRanges([(0, S)]), S)
 
 
 @pytest.mark.parametrize("start, length", [r for r in RANGES if not (0 <= r[0] <= S and 0 <= r[1] <= S - r[0])])
-def test_noted_ranges_refused_as_made(start, length):
+def test_key_ranges_refused_as_made(start, length):
+    """Negative starts and lengths, and ends past the kernels' int32, are refused as made; ends
+    past S only at the call (previous test)."""
+    if start >= 0 and length >= 0 and start + length <= fa.key_ranges.INT32_MAX:
+        assert fa.KeyRanges([(0, S), (start, length)]).end == start + length
+        return
     with pytest.raises(ValueError, match="key_ranges"):
-        _problem.noted_key_ranges([(0, S), (start, length)], S)
+        fa.KeyRanges([(0, S), (start, length)])
 
 
-def test_noted_entry_goes_with_its_array():
-    before = len(_problem._NOTED_RANGES)
-    noted = _problem.noted_key_ranges([(0, S)], S)
-    assert len(_problem._NOTED_RANGES) == before + 1
-    del noted
-    assert len(_problem._NOTED_RANGES) == before
+@pytest.mark.parametrize("ranges, error", [
+    (5, TypeError), ("0 16", TypeError), ([], ValueError), ([(1, 2, 3)], ValueError), ([3], ValueError),
+    ([(0, 1), (2,)], ValueError), ([(1.0, 2)], TypeError), ([(True, False)], TypeError), ([("a", "b")], TypeError),
+    ([(None, 1)], TypeError), ([(2**70, 0)], TypeError), (np.zeros((2, 2)), TypeError), (np.zeros((2, 3), int), ValueError),
+    (mx.array([[0, 1]], dtype=mx.float32), TypeError), (mx.array([[0, 1, 2]]), ValueError),
+    (np.array([[2**64 - 1, 0]], dtype=np.uint64), ValueError),
+])
+def test_key_ranges_bad_input(ranges, error):
+    with pytest.raises(error, match="key_ranges"):
+        fa.KeyRanges(ranges)
+
+
+@pytest.mark.parametrize("form", ["list", "tuple", "numpy ints", "int8", "uint64", "mlx int64", "mlx strided"])
+def test_key_ranges_forms_and_their_own_copy(form):
+    """Every accepted form gives the same pairs and kernel array; changing the source afterwards
+    (in place, as MLX and numpy allow) does not change the KeyRanges."""
+    pairs = [(3, 5), (0, 8), (7, 0)]
+    source = {
+        "list": [list(p) for p in pairs], "tuple": tuple(pairs),
+        "numpy ints": [[np.int64(a), np.int32(b)] for a, b in pairs],
+        "int8": np.array(pairs, dtype=np.int8), "uint64": np.array(pairs, dtype=np.uint64),
+        "mlx int64": mx.array(pairs, dtype=mx.int64),
+        "mlx strided": mx.array([[a, -1, b] for a, b in pairs])[:, ::2],
+    }[form]
+    ranges = fa.KeyRanges(source)
+    array = ranges.checked_for(3, 8)
+    assert ranges.pairs == tuple(pairs) and ranges.end == 8 and len(ranges) == 3
+    assert array.dtype == mx.int32 and array.tolist() == [list(p) for p in pairs]
+    if isinstance(source, list):
+        source[0][0] = 99
+    elif isinstance(source, (np.ndarray, mx.array)):
+        source[0, 0] = 99
+    assert ranges.pairs == tuple(pairs) and ranges.checked_for(3, 8).tolist() == [list(p) for p in pairs]

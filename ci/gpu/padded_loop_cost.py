@@ -9,8 +9,11 @@ Baseline 0031 (docs/h200/tip-b29a4b2/) timed tests/perf's padded loop at B = 8, 
 120.3 µs a step against 84.4 for the same loop without key_ranges, where ci/gpu/key_ranges_pieces.py
 puts 7.4 µs of host time on a call with key_ranges. This loop is the perf row's (20 chained steps
 on a cache one key longer each step, request b's keys from bench.left_pads), with the ranges:
-- "made from Python each step" (the perf row): mx.array of a list, new memory each step that the
-  host writes and the kernels then read (MLX's CUDA arrays are managed memory);
+- "made from Python each step" (the perf row until fusedattend.KeyRanges): mx.array of a list,
+  new memory each step that the host writes, reads back to check it, and the kernels then read
+  (MLX's CUDA arrays are managed memory);
+- "a KeyRanges made each step" (the perf row since): fusedattend.KeyRanges of the same pairs,
+  checked from the Python ints as made, never read back on the host;
 - "made once": the same steps' arrays, made and evaluated before the loop (the same values:
   only where the array comes from differs);
 - "made once, never read on the host": those arrays, the check skipped (key_ranges_cost.unchecked,
@@ -121,7 +124,7 @@ def main():
     case = bench.make_case(B, S + STEPS, "bfloat16")
     k, v, q, scale = case["k"], case["v"], case["q"], case["scale"]
     pads = bench.left_pads(B)
-    once = {keys: bench.padded_key_ranges(pads, keys) for keys in range(S, S + STEPS)}
+    once = {keys: bench.padded_key_range_array(pads, keys) for keys in range(S, S + STEPS)}
     mx.eval(list(once.values()))
     wide = np.zeros(16384, dtype=np.int32)
     pads_on_gpu = mx.array(pads, dtype=mx.int32)
@@ -136,21 +139,22 @@ def main():
             mask=bench.padded_mask(pads, keys) if masked else None)
 
     variants = {
-        "made from Python each step": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
+        "made from Python each step": ours(lambda keys: bench.padded_key_range_array(pads, keys)),
+        "a KeyRanges made each step": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
         "made once": ours(lambda keys: once[keys]),
         "made once, never read on the host (check skipped)": ours(lambda keys: once[keys]),
-        "from Python, copied on the GPU": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
+        "from Python, copied on the GPU": ours(lambda keys: bench.padded_key_range_array(pads, keys)),
         "none": ours(lambda keys: None),
-        "none, an unused array made from Python each step": ours(lambda keys: unused(bench.padded_key_ranges(pads, keys))),
+        "none, an unused array made from Python each step": ours(lambda keys: unused(bench.padded_key_range_array(pads, keys))),
         "none, an unused array made from Python each step, never freed":
-            ours(lambda keys: unused_forever(bench.padded_key_ranges(pads, keys))),
+            ours(lambda keys: unused_forever(bench.padded_key_range_array(pads, keys))),
         "none, an unused array made from Python each step, 64 KiB": ours(lambda keys: unused(mx.array(wide + keys))),
         "none, an unused array made by an MLX op each step":
             ours(lambda keys: unused(mx.stack([pads_on_gpu, keys - pads_on_gpu], axis=1))),
-        "made from Python each step (constants on the device)": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
+        "made from Python each step (constants on the device)": ours(lambda keys: bench.padded_key_range_array(pads, keys)),
         "none (constants on the device)": ours(lambda keys: None),
         "none, an unused array made from Python each step (constants on the device)":
-            ours(lambda keys: unused(bench.padded_key_ranges(pads, keys))),
+            ours(lambda keys: unused(bench.padded_key_range_array(pads, keys))),
         "MLX's SDPA, the boolean mask made each step (the perf rows' peer)": sdpa(True),
         "MLX's SDPA, no mask": sdpa(False),
     }

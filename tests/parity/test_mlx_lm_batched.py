@@ -90,7 +90,7 @@ def passed_on(monkeypatch):
     real = mlx_lm_attention.decode_attention
 
     def spy(*args, mask=None, key_ranges=None, **kwargs):
-        seen.append((mask, None if key_ranges is None else key_ranges.tolist()))
+        seen.append((mask, None if key_ranges is None else [list(pair) for pair in key_ranges.pairs]))
         return real(*args, mask=mask, key_ranges=key_ranges, **kwargs)
 
     monkeypatch.setattr(mlx_lm_attention, "decode_attention", spy)
@@ -108,15 +108,16 @@ def test_padding_goes_as_key_ranges(L, causal, monkeypatch, patched):
 
 
 def test_padding_ranges_are_not_read_back(backend, monkeypatch, patched):
-    """The ranges are checked as make_mask notes them; a layer's call does not read them back on
-    the host (each read would move their page away from the GPU). Same bits as when it did."""
+    """The ranges are a KeyRanges, checked as make_mask notes them; a layer's call does not read
+    them back on the host (each read would move their page away from the GPU). Same bits as the
+    same ranges as an array, read back."""
     _, batch = requests_and_batch((6, 2, 9), mx.float32, seed=6)
     inputs = step_inputs(3, 1, mx.float32, seed=6)
     mask = batch.make_mask(1, return_array=False)
     keys, values = batch.update_and_fetch(*inputs[1:])
     ranges = mlx_lm_attention.padding_key_ranges(mask, keys)
     read_back = fusedattend.decode_attention(inputs[0], keys, values, scale=D**-0.5,
-                                             key_ranges=mx.array(ranges.tolist()), backend=backend)
+                                             key_ranges=mx.array(ranges.pairs), backend=backend)
 
     def no_read(key_ranges, S):
         raise AssertionError("noted key ranges read back on the host")

@@ -125,9 +125,10 @@ def test_decode_loop_each_step(benchmark, backend, B, S, fmt):
     run_loop(benchmark, backend, B, S, fmt, each_step=True)
 
 
-# Padded batches (left-padded: bench.left_pads): each step passes key_ranges made from Python
-# (bench.padded_key_ranges), as a server would from its requests' lengths; such calls replay
-# their launches since 6e60b02 and check only the ranges' values. The peer is MLX's SDPA with the
+# Padded batches (left-padded: bench.left_pads): each step passes a fusedattend.KeyRanges made
+# from Python (bench.padded_key_ranges), as a server would from its requests' lengths; such calls
+# replay their launches since 6e60b02 and compare the ranges' end with S (before baseline 0036 the
+# rows passed a (B, 2) array, read back on the host every call). The peer is MLX's SDPA with the
 # boolean mask those ranges stand for, made with MLX ops each step.
 PADDED_SHAPES = [(B, S) for B in (8, 32) for S in (2048, 32768)]
 

@@ -25,6 +25,8 @@ import numpy as np
 from hypothesis import settings
 from hypothesis import strategies as st
 
+from fusedattend import KeyRanges
+
 DTYPES = (mx.float32, mx.float16, mx.bfloat16)
 DTYPE_NAMES = {mx.float32: "float32", mx.float16: "float16", mx.bfloat16: "bfloat16"}
 HEAD_DIMS = (64, 8, 16, 32, 80, 96, 128, 256)  # supported: multiples of 8 up to 256
@@ -84,7 +86,7 @@ class Case:
     k: object  # mx.array, or a (codes, scales, biases) triple for quantized cases
     v: object
     mask: object = None  # None, "causal", or an mx.array (bool / float additive)
-    key_ranges: Optional[mx.array] = None
+    key_ranges: object = None  # None, a (B, 2) integer mx.array, or a fusedattend.KeyRanges
     scale: Optional[float] = None
     dtype: object = mx.float32
     layered: bool = False
@@ -122,7 +124,9 @@ class Case:
         return to_np(self.mask)
 
     def np_key_ranges(self):
-        return None if self.key_ranges is None else np.array(self.key_ranges)
+        if self.key_ranges is None:
+            return None
+        return np.array(getattr(self.key_ranges, "pairs", self.key_ranges)).astype(np.int64)
 
     def __repr__(self):
         NL, B, H_q, H_kv, L, S, D = self.dims
@@ -130,7 +134,8 @@ class Case:
         return (
             f"Case(NL={NL if self.layered else '-'}, B={B}, H_q={H_q}, H_kv={H_kv}, L={L}, S={S}, "
             f"D={D}, dtype={self.dtype_name}, mask={self.mask_kind}{mshape or ''}, "
-            f"key_ranges={None if self.key_ranges is None else self.key_ranges.tolist()}, "
+            f"key_ranges={None if self.key_ranges is None else self.np_key_ranges().tolist()}"
+            f"{' (KeyRanges)' if isinstance(self.key_ranges, KeyRanges) else ''}, "
             f"scale={self.scale}, bits={self.bits}, group_size={self.group_size}, seed={self.seed}, "
             f"{self.info})"
         )
@@ -208,8 +213,8 @@ def masks(draw, d, rng, *, kinds=MASK_KINDS, layered=False):
 
 @st.composite
 def key_ranges_for(draw, B, S, rng):
-    """(B, 2) int32 or int64 of (start, length), contiguous or a strided view; length 0 (nothing
-    visible) is possible."""
+    """(B, 2) int32 or int64 of (start, length), contiguous or a strided view, or the same pairs
+    as a fusedattend.KeyRanges; length 0 (nothing visible) is possible."""
     style = draw(st.sampled_from(("full", "random", "prefix", "empty_one")))
     if style == "full":
         kr = np.tile([0, S], (B, 1))
@@ -221,12 +226,21 @@ def key_ranges_for(draw, B, S, rng):
         if style == "empty_one":
             length[rng.integers(0, B)] = 0
         kr = np.stack([start, length], axis=1)
+    if draw(st.integers(0, 2)) == 0:
+        return KeyRanges(kr.tolist())
     dtype = draw(st.sampled_from((mx.int32, mx.int64)))
     if draw(st.booleans()):  # a column-slice view of a wider array, junk between the columns
         wide = np.full((B, 4), -1, dtype=np.int64)
         wide[:, ::2] = kr
         return mx.array(wide).astype(dtype)[:, ::2]
     return mx.array(kr.astype(np.int64)).astype(dtype)
+
+
+def request_key_ranges(key_ranges, b):
+    """Request b's own key_ranges, in the form the batch's came in (None stays None)."""
+    if isinstance(key_ranges, KeyRanges):
+        return KeyRanges([key_ranges.pairs[b]])
+    return None if key_ranges is None else key_ranges[b:b + 1]
 
 
 def kv_layout(x: np.ndarray, dtype, noncontig: bool, rng) -> mx.array:
@@ -390,7 +404,9 @@ def edge_case(*, NL=1, B=2, H_q=8, H_kv=2, L=1, S=129, D=128, dtype=mx.bfloat16,
         kind, m = "bool", mx.array(vis)
     elif mask == "additive":
         m = to_mx(np.where(rng.random((L, S)) < 0.7, rng.uniform(-3.0, 0.0, (L, S)), -np.inf), dtype)
-    kr = None if key_ranges is None else mx.array(np.array(key_ranges, dtype=np.int32))
+    kr = key_ranges
+    if key_ranges is not None and not isinstance(key_ranges, KeyRanges):
+        kr = mx.array(np.array(key_ranges, dtype=np.int32))
     case = Case(q, k, v, m, kr, None, dtype, layered, kind, seed=seed, info={"pinned": True})
     if bits is None:
         return case
@@ -435,7 +451,7 @@ def pinned_quantized_cases():
         edge_case(S=129, D=64, mask="causal", bits=2, group_size=32),
         edge_case(S=1025, H_q=4, H_kv=4, bits=8, group_size=128, key_ranges=[[3, 1000], [0, 1]]),
         edge_case(S=130, D=64, bits=4, group_size=32, layout="cache", mask="bool_hidden_row"),
-        edge_case(S=130, bits=4, group_size=64, layout="strided", key_ranges=[[5, 120], [0, 130]]),
+        edge_case(S=130, bits=4, group_size=64, layout="strided", key_ranges=KeyRanges([(5, 120), (0, 130)])),
         cancelling_case(),
         climbing_case(),
     ]
@@ -615,6 +631,7 @@ PLAIN_CORRUPTIONS = (
     "kv_heads_differ", "kv_S_differ", "k_D", "v_D", "unsupported_D", "L0", "S0", "mask_no_broadcast",
     "mask_int", "mask_string", "mask_list", "mask_ndim6", "mixed_dtype", "int_queries", "np_queries",
     "list_keys", "np_values", "kr_shape", "kr_rows", "kr_negative", "kr_past_end", "kr_float", "kr_list",
+    "kr_object_rows", "kr_object_past_end",
     "scale_str", "scale_bool", "scale_list", "scale_nan", "backend_unknown", "backend_type",
     "backend_unavailable",
 )
@@ -786,6 +803,13 @@ def invalid_calls(draw, kind=None):
                 bad = good.copy()
                 bad[rng.integers(0, B)] = [draw(st.integers(0, S)), S + 1]
                 kw["key_ranges"] = mx.array(bad.astype(np.int32))
+            elif what == "kr_object_rows":  # a KeyRanges of another batch
+                kw["key_ranges"] = KeyRanges(np.tile([0, S], (B + 1, 1)))
+            elif what == "kr_object_past_end":  # valid as made, one key past this call's S
+                bad = good.copy()
+                start = draw(st.integers(0, S + 1))
+                bad[rng.integers(0, B)] = [start, S + 1 - start]
+                kw["key_ranges"] = KeyRanges(bad)
             elif what == "kr_float":
                 kw["key_ranges"] = mx.array(good.astype(np.float32))
                 exc = TE

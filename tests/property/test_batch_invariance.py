@@ -12,7 +12,7 @@ from hypothesis import given
 
 from tests.property.strategies import (
     attention_cases, examples, pinned, pinned_cases, pinned_layered_cases, pinned_quantized_cases,
-    quantized_cases, run_case,
+    quantized_cases, request_key_ranges, run_case,
 )
 
 PLAIN_EDGES, LAYERED_EDGES, QUANTIZED_EDGES = pinned_cases(), pinned_layered_cases(), pinned_quantized_cases()
@@ -71,7 +71,7 @@ def _check_requests(case, backend):
         one = run_case(
             case, backend, q=sl(case.q, b), k=_kv_index(case.k, lambda a: sl(a, b)),
             v=_kv_index(case.v, lambda a: sl(a, b)), mask=msl(case.mask, b),
-            key_ranges=None if case.key_ranges is None else case.key_ranges[b:b + 1],
+            key_ranges=request_key_ranges(case.key_ranges, b),
         )
         assert mx.array_equal(sl(whole, b), one), f"request {b} alone != its slice of the batch: {case}"
 

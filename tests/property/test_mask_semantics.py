@@ -46,7 +46,7 @@ def test_causal_equals_explicit_lower_right_bool(case, backend):
         j = np.arange(S)[None, :]
         explicit = mx.array(j <= S - L + i)  # (L, S), independent of the oracle
     else:
-        kr = np.array(case.key_ranges).astype(np.int64)
+        kr = case.np_key_ranges()
         end = (kr[:, 0] + kr[:, 1])[:, None, None, None]
         explicit = mx.array(np.arange(S) <= end - L + np.arange(L)[:, None])  # (B,1,L,S)
     a = run_case(case, backend)

@@ -13,13 +13,16 @@ Attention variants, taking turns over the same arrays:
   host copy       the values read and checked, then handed to the kernels as a new array made
                   from them (mx.array of the Python ints), so no kernel reads a page the host
                   has just read;
-  noted           an array made once by `_problem.noted_key_ranges` (checked as it is made, not
-                  read back: what the mlx_lm integration passes);
+  noted           ranges made once as a `fusedattend.KeyRanges` (checked as made, not read
+                  back: what the mlx_lm integration passes; in calls 159-163 an array made by
+                  `_problem.noted_key_ranges`, which KeyRanges replaced);
+  KeyRanges each call  a new KeyRanges of the same pairs made for every call, as a decode loop
+                  whose lengths change makes one each step (not in calls 159-163);
   all keys        no ranges, every request reads all S keys;
   mask            the padding as a boolean mask.
 Model variants (the 8B-shaped model's left-padded decode, patched): "noted" (the package),
-"read each call" (the integration's ranges made by plain mx.array, so each layer's call reads
-them back), "mask" (ci/gpu/mlx_lm_decode.py's patch_passing_masks).
+"read each call" (the integration's ranges made by plain mx.array instead of KeyRanges, so each
+layer's call reads them back), "mask" (ci/gpu/mlx_lm_decode.py's patch_passing_masks).
 Request b holds S - b * S // (2 B) keys at the end of its row (mlx_lm_decode.padded_lengths).
 Attention: bf16, H_q = 32, H_kv = 8, D = 128, L = 1, µs a call, 20 calls queued an evaluation,
 median of 15 rounds. Model: HOST_READ_LAYERS layers (32 unless set), ms a token, median of 3
@@ -66,15 +69,17 @@ def attention(B, S):
     k, v = (mx.random.normal((B, 8, S, 128)).astype(mx.bfloat16) for _ in range(2))
     pairs = [(S - n, n) for n in decode_script.padded_lengths(B, S)]
     ranges = mx.array(pairs, dtype=mx.int32)
-    noted = _problem.noted_key_ranges(pairs, S)
+    noted = fa.KeyRanges(pairs)
     mask = (mx.arange(S)[None, :] >= mx.array([p for p, _ in pairs])[:, None]).reshape(B, 1, 1, S)
-    mx.eval(q, k, v, ranges, noted, mask)
+    mx.eval(q, k, v, ranges, mask)
     with_ranges = lambda: fa.decode_attention(q, k, v, key_ranges=ranges)  # noqa: E731
     impls = {
         "read each call": (contextlib.nullcontext, with_ranges),
         "unchecked": (lambda: replaced(_problem, "key_ranges_outside_on_host", lambda r, S: False), with_ranges),
         "host copy": (lambda: replaced(_problem, "_key_ranges", checked_copy), with_ranges),
         "noted": (contextlib.nullcontext, lambda: fa.decode_attention(q, k, v, key_ranges=noted)),
+        "KeyRanges each call": (contextlib.nullcontext,
+                                lambda: fa.decode_attention(q, k, v, key_ranges=fa.KeyRanges(pairs))),
         "all keys": (contextlib.nullcontext, lambda: fa.decode_attention(q, k, v)),
         "mask": (contextlib.nullcontext, lambda: fa.decode_attention(q, k, v, mask=mask)),
     }
@@ -94,9 +99,9 @@ def attention(B, S):
 
 def model(B, contexts):
     m = decode_script.build_model(int(os.environ.get("HOST_READ_LAYERS", 32)))
-    plain = lambda ranges, S: mx.array(ranges, dtype=mx.int32)  # noqa: E731
+    plain = lambda ranges: mx.array(ranges, dtype=mx.int32)  # noqa: E731
     variants = {"noted": (fa.patch_mlx_lm, contextlib.nullcontext),
-                "read each call": (fa.patch_mlx_lm, lambda: replaced(mlx_lm_attention, "noted_key_ranges", plain)),
+                "read each call": (fa.patch_mlx_lm, lambda: replaced(mlx_lm_attention, "KeyRanges", plain)),
                 "mask": (decode_script.patch_passing_masks, contextlib.nullcontext)}
     for context in contexts:
         caches = decode_script.padded_caches(m, B, context)
