@@ -142,14 +142,15 @@ def left_pads(B):
     return [PAD_STEP * b % PAD_MAX for b in range(B)]
 
 
-def padded_key_ranges(pads, S):
-    """The key_ranges of left-padded requests over S keys, a fusedattend.KeyRanges made from
-    Python each call as a server would make them from its requests' lengths."""
-    return fa.KeyRanges([(p, S - p) for p in pads])
+def padded_key_ranges(pads):
+    """The key_ranges of left-padded requests, for every S: one fusedattend.KeyRanges a batch, as
+    a server makes it when requests join or leave."""
+    return fa.KeyRanges.from_padding(left=pads)
 
 
 def padded_key_range_array(pads, S):
-    """The same key_ranges as a (B, 2) int32 array, which every call reads back on the host."""
+    """The same key_ranges over S keys as a (B, 2) int32 array made from Python (each step's own:
+    S grows), which every call reads back on the host."""
     return mx.array([[p, S - p] for p in pads], dtype=mx.int32)
 
 

@@ -30,6 +30,7 @@ import mlx.core as mx
 import numpy as np
 
 from ._problem import Problem, QuantizedKV
+from .key_ranges import key_range_end
 
 KEY_BLOCK = 1024  # keys per unit of work; a module constant, so results never depend on the batch
 
@@ -287,7 +288,7 @@ def _run(problem: Problem, k_block_of, v_block_of) -> mx.array:
             req.qT = [qp[l, b] for qp in q_phases]
             req.L, req.G, req.H_kv, req.D = L, G, H_kv, D
             req.lo = int(ranges[b, 0])
-            req.hi = req.lo + int(ranges[b, 1])
+            req.hi = key_range_end(req.lo, int(ranges[b, 1]), S)
             req.causal = mask.kind == "causal"
             req.mask_add = req.mask_vis = None
             if mask_np is not None:

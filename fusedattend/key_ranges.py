@@ -4,7 +4,16 @@ A (B, 2) mx.array passed as `key_ranges` is read back on the host by every call,
 past the call's keys raise. On MLX's CUDA backend arrays live in managed memory: that read moves
 the array's page to the host, and the kernels that read the ranges next wait for it to come back
 (docs/gpu.md, "Key ranges checked once": 3-31% of a bf16 call on the H200). A KeyRanges holds
-the Python ints it was made from, checked then; a call compares one of them, `end`, with its S.
+the Python ints it was made from, checked then; a call compares one int, `min_keys`, with its S.
+
+`KeyRanges.from_padding` says where each request's keys are by its padding (left: before its
+first key, right: after its last), which does not change while a decode loop's cache grows: one
+KeyRanges, one array, serves every step. Each array made from Python is new managed memory the
+host has written, and the first kernel to read it waits for its page (docs/gpu.md, "Key ranges
+checked once"): 25-27 µs of a 110-150 µs padded step at B = 8 and 32, S = 2048, on the H200.
+
+The kernels read two int32 words a request: the start, then the length or, where negative,
+-(right + 1): the range ends `right` keys before S (`key_range_end`).
 """
 
 from __future__ import annotations
@@ -17,88 +26,128 @@ import numpy as np
 INT32_MAX = 2**31 - 1  # the kernels read the ranges as int32
 
 
+def _parsed(values, name, ndim, what):
+    """`values` (a list, a tuple, a numpy or an MLX integer array) as an MLX integer array of
+    `ndim` axes, parsed by MLX (numpy's parse where MLX refuses: numpy ints), or TypeError /
+    ValueError naming `name`."""
+    if isinstance(values, mx.array):
+        if not mx.issubdtype(values.dtype, mx.integer):
+            raise TypeError(f"{name} must have an integer dtype, got {values.dtype}")
+        values = values.tolist()
+    elif not isinstance(values, (list, tuple, np.ndarray)):
+        raise TypeError(f"{name} must be a list of {what} or an integer array, got {type(values).__name__}")
+    if len(values) == 0:
+        raise ValueError(f"{name} must hold at least one request's {what}")
+    array = None
+    if not isinstance(values, np.ndarray):
+        try:
+            array = mx.array(values)  # Python ints: the common case
+        except (ValueError, TypeError, RuntimeError):
+            pass  # numpy ints (MLX takes no numpy scalars), or not ints at all: numpy tells
+    if array is None:
+        try:
+            as_numpy = np.asarray(values)
+        except ValueError as err:
+            raise ValueError(f"{name} must be a list of {what} ({err})") from None
+        if as_numpy.dtype.kind not in "iu":
+            raise TypeError(f"{name} must hold ints, got {as_numpy.dtype}")
+        values = as_numpy.tolist()
+        try:
+            array = mx.array(values)
+        except RuntimeError:  # a uint64 past int64
+            raise ValueError(f"{name} must hold ints of at most {INT32_MAX}") from None
+    if not mx.issubdtype(array.dtype, mx.integer):
+        raise TypeError(f"{name} must hold ints, got {array.dtype}")
+    if array.ndim != ndim or (ndim == 2 and array.shape[1] != 2):
+        raise ValueError(f"{name} must have shape {'(B, 2)' if ndim == 2 else '(B,)'}, got {tuple(array.shape)}")
+    return values, array
+
+
+def _non_negative(columns, name, what):
+    if min(min(column) for column in columns) < 0:
+        raise ValueError(f"{name} must hold 0 <= {what}, got {[list(row) for row in zip(*columns)]}")
+
+
 class KeyRanges:
     """Request b of a batch sees only keys start .. start + length - 1 (a padded batch).
 
-        ranges = fa.KeyRanges([(pad, S - pad) for pad in left_padding])
+        ranges = fa.KeyRanges([(pad, S - pad) for pad in left_padding])   # for S keys or more
+        ranges = fa.KeyRanges.from_padding(left=left_padding)             # for every S
         out = fa.decode_attention(q, k, v, key_ranges=ranges)
 
-    Gives what the (B, 2) integer array of the same pairs gives, without reading anything back
-    on the host at the call (module docstring). `ranges` is a list of (start, length) pairs of
-    ints, or a (B, 2) integer numpy or MLX array (read once, here). Immutable: a decode loop whose
-    lengths change makes a new one each step. Valid for any call with B = len(ranges) requests
-    over S >= end keys.
+    Gives what the (B, 2) integer array of the same (start, length) pairs gives, without reading
+    anything back on the host at the call (module docstring). `ranges` is a list of (start,
+    length) pairs of ints, or a (B, 2) integer numpy or MLX array (read once, here). Immutable.
+    Valid for any call with B = len(self) requests over S >= min_keys keys.
     """
 
-    __slots__ = ("_starts", "_lengths", "_end", "_array")
+    __slots__ = ("_starts", "_seconds", "_min_keys", "_array", "_padded")
 
     def __init__(self, ranges):
-        if isinstance(ranges, mx.array):
-            if not mx.issubdtype(ranges.dtype, mx.integer):
-                raise TypeError(f"key_ranges must have an integer dtype, got {ranges.dtype}")
-            ranges = ranges.tolist()
-        elif not isinstance(ranges, (list, tuple, np.ndarray)):
-            raise TypeError(
-                "key_ranges must be a list of (start, length) pairs or a (B, 2) integer array, "
-                f"got {type(ranges).__name__}"
-            )
-        if len(ranges) == 0:
-            raise ValueError("key_ranges must hold at least one request's (start, length)")
-        array = None
-        if not isinstance(ranges, np.ndarray):
-            try:
-                array = mx.array(ranges)  # Python ints: the common case, parsed by MLX
-            except (ValueError, TypeError, RuntimeError):
-                pass  # numpy ints (MLX takes no numpy scalars), or not ints at all: numpy tells
-        if array is None:
-            try:
-                as_numpy = np.asarray(ranges)
-            except ValueError as err:
-                raise ValueError(f"key_ranges must be (start, length) pairs ({err})") from None
-            if as_numpy.dtype.kind not in "iu":
-                raise TypeError(f"key_ranges must hold ints, got {as_numpy.dtype}")
-            ranges = as_numpy.tolist()
-            try:
-                array = mx.array(ranges)
-            except RuntimeError:  # a uint64 past int64
-                raise ValueError(f"key_ranges must hold start + length <= {INT32_MAX}") from None
-        if not mx.issubdtype(array.dtype, mx.integer):
-            raise TypeError(f"key_ranges must hold ints, got {array.dtype}")
-        if array.ndim != 2 or array.shape[1] != 2:
-            raise ValueError(f"key_ranges must have shape (B, 2), got {tuple(array.shape)}")
-        starts, lengths = zip(*ranges)
-        end = max(map(operator.add, starts, lengths))
-        if min(starts) < 0 or min(lengths) < 0 or end > INT32_MAX:
-            raise ValueError(
-                f"key_ranges must hold 0 <= start, 0 <= length and start + length <= {INT32_MAX}, "
-                f"got {[list(pair) for pair in zip(starts, lengths)]}"
-            )
-        self._starts, self._lengths, self._end = starts, lengths, end
-        self._array = array if array.dtype == mx.int32 else array.astype(mx.int32)  # what the kernels read
+        pairs, array = _parsed(ranges, "key_ranges", 2, "(start, length) pairs")
+        starts, lengths = zip(*pairs)
+        _non_negative((starts, lengths), "key_ranges", "start and 0 <= length")
+        self._set(starts, lengths, max(map(operator.add, starts, lengths)), False, array)
+
+    @classmethod
+    def from_padding(cls, left=None, right=None):
+        """Request b sees keys left[b] .. S - 1 - right[b] of any S: its padding, in keys, before
+        its first key and after its last. A left-padded batch (mlx_lm's BatchKVCache) gives
+        `left`; requests of different lengths at the start of one buffer give `right`. Either
+        list may be left out (no padding on that side); valid where S >= left[b] + right[b]."""
+        if left is None and right is None:
+            raise ValueError("KeyRanges.from_padding needs left, right or both")
+        left = None if left is None else tuple(_parsed(left, "left", 1, "padding lengths")[0])
+        right = None if right is None else tuple(_parsed(right, "right", 1, "padding lengths")[0])
+        if left is not None and right is not None and len(left) != len(right):
+            raise ValueError(f"left and right must hold one int a request, got {len(left)} and {len(right)}")
+        left = left or (0,) * len(right)
+        right = right or (0,) * len(left)
+        _non_negative((left, right), "left and right", "padding")
+        self = cls.__new__(cls)
+        self._set(left, tuple(-(r + 1) for r in right), max(map(operator.add, left, right)), True)
+        return self
+
+    def _set(self, starts, seconds, min_keys, padded, array=None):
+        if min_keys > INT32_MAX:
+            raise ValueError(f"key_ranges must need at most {INT32_MAX} keys, got {min_keys}")
+        self._starts, self._seconds, self._min_keys, self._padded = starts, seconds, min_keys, padded
+        if array is None or array.dtype != mx.int32:
+            array = mx.array(list(zip(starts, seconds)), dtype=mx.int32)
+        self._array = array  # what the kernels read: (B, 2) int32, row-major
 
     @property
-    def pairs(self) -> tuple:
-        """((start, length), ...), one pair a request."""
-        return tuple(zip(self._starts, self._lengths))
+    def min_keys(self) -> int:
+        """The fewest keys a call needs: the largest start + length (left + right)."""
+        return self._min_keys
 
-    @property
-    def end(self) -> int:
-        """The fewest keys a call needs: the largest start + length."""
-        return self._end
+    def pairs_for(self, S) -> tuple:
+        """((start, length), ...) over S keys, one pair a request."""
+        self.checked_for(len(self), S)
+        return tuple((start, key_range_end(start, second, S) - start)
+                     for start, second in zip(self._starts, self._seconds))
 
     def __len__(self):
         return len(self._starts)
 
     def __repr__(self):
-        return f"KeyRanges({list(self.pairs)!r})"
+        if self._padded:
+            return (f"KeyRanges.from_padding(left={list(self._starts)!r}, "
+                    f"right={[-(s + 1) for s in self._seconds]!r})")
+        return f"KeyRanges({list(zip(self._starts, self._seconds))!r})"
 
     def checked_for(self, B, S):
         """The kernels' (B, 2) int32 array for a call of B requests over S keys, or ValueError."""
         if len(self._starts) != B:
             raise ValueError(f"key_ranges must hold B = {B} requests, got {len(self._starts)}")
-        if self._end > S:
+        if self._min_keys > S:
             raise ValueError(
                 f"key_ranges must hold 0 <= start, 0 <= length and start + length <= S = {S} per "
-                f"request, got start + length = {self._end}"
+                f"request, got ranges needing {self._min_keys} keys"
             )
         return self._array
+
+
+def key_range_end(start, second, S):
+    """One request's end of keys from its two words (module docstring)."""
+    return start + second if second >= 0 else S + 1 + second

@@ -18,7 +18,8 @@ mask that hides the left padding alone (no window, no right padding still to rol
 `key_ranges` that say the same: request b sees keys left_padding[b] .. S - 1. A decode step given
 such a mask passes those ranges instead, so the kernels never read the padding nor a mask, the
 call is replayed, and each request's attention is bit for bit what it would be alone. The ranges
-are a KeyRanges, checked once, as they are made, not read back on the host by each layer's call.
+are one KeyRanges.from_padding a cache until requests join or leave: checked once, as made, not
+read back on the host by each layer's call, and one array on the GPU for every step.
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ class IdentityNotes:
 # (S, key_ranges) noted for each mask of left padding alone that a patched BatchKVCache.make_mask
 # returned; a note goes with its mask.
 _PADDING_RANGES = IdentityNotes()
+# (left padding, its KeyRanges.from_padding) of each BatchKVCache: one KeyRanges, and one array
+# on the GPU, from step to step until requests join or leave.
+_CACHE_PADDING = IdentityNotes()
 
 
 def scaled_dot_product_attention(queries, keys, values, cache, scale, mask, sinks=None, *, backend=None):
@@ -107,11 +111,14 @@ def _noting_padding_ranges(make_mask):
             S = cache._idx + N  # the keys the layers will see, this step's N appended
             # left_padding changes only when requests join or leave (mlx_lm's filter reads it on
             # the host too); after a join this read waits for the joined arrays.
-            try:
-                ranges = KeyRanges([(pad, S - pad) for pad in cache.left_padding.tolist()])
-            except ValueError:  # padding past the keys: not the mask of left padding alone
+            pads = tuple(cache.left_padding.tolist())
+            known = _CACHE_PADDING.get(cache)
+            if known is None or known[0] != pads:
+                known = (pads, KeyRanges.from_padding(left=pads))
+                _CACHE_PADDING.note(cache, known)
+            if known[1].min_keys > S:  # padding past the keys: not the mask of left padding alone
                 return mask
-            _PADDING_RANGES.note(mask, (S, ranges))
+            _PADDING_RANGES.note(mask, (S, known[1]))
         return mask
 
     return noting
@@ -151,5 +158,6 @@ def patch_mlx_lm(backend=None):
                 setattr(module, _NAME, original)
         BatchKVCache.make_mask = make_mask
         _PADDING_RANGES.clear()
+        _CACHE_PADDING.clear()
 
     return restore

@@ -28,7 +28,8 @@ def visibility(problem: Problem):
     key = mx.arange(S)
     if problem.key_ranges is not None:
         start = problem.key_ranges[:, 0].reshape(1, B, 1, 1, 1)
-        end = start + problem.key_ranges[:, 1].reshape(1, B, 1, 1, 1)
+        second = problem.key_ranges[:, 1].reshape(1, B, 1, 1, 1)
+        end = mx.where(second >= 0, start + second, S + 1 + second)  # key_ranges.key_range_end
         visible = (key >= start) & (key < end)
         last = end  # causal alignment: the last query row sees the range's last key
     else:

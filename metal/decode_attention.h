@@ -107,6 +107,13 @@ METAL_FUNC float fa_weight_base(float m) {
   return m == -INFINITY ? 0.0f : m;
 }
 
+// The end of a request's keys from its second key_ranges word: a length (from the start), or,
+// negative, -(right + 1) for a range that ends `right` keys before S. The second form stays the
+// same while a decode loop's S grows, so one array serves every step (KeyRanges.from_padding).
+METAL_FUNC int fa_key_range_end(int start, int second, int S) {
+  return second >= 0 ? start + second : S + 1 + second;
+}
+
 // A query row of a kernel's tile (position `position` of L, `live` unless it pads the tile): the
 // last key it may see, causal alignment included (MASK 1), -1 for a padding row; and the offset of
 // its row of a boolean or additive mask (MASK >= 2, strides of the (NL, B, H_q, L, S) view).

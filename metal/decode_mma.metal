@@ -127,7 +127,7 @@ int key_begin = 0;
 int key_end = S;
 if (has_ranges) {
   key_begin = key_ranges[2 * request];
-  key_end = key_begin + key_ranges[2 * request + 1];
+  key_end = fa_key_range_end(key_begin, key_ranges[2 * request + 1], S);
 }
 const int lo = metal::max(block * block_keys, key_begin);
 const int hi = metal::min(block * block_keys + block_keys, key_end);

@@ -112,7 +112,7 @@ def test_padded_mask_stands_for_the_padded_key_ranges():
     """The padded loops' peer (MLX's SDPA with bench.padded_mask) sees the keys ours sees."""
     pads = bench.left_pads(16)
     S = max(pads) + 3
-    ranges = bench.padded_key_ranges(pads, S).pairs
+    ranges = bench.padded_key_ranges(pads).pairs_for(S)
     assert bench.padded_key_range_array(pads, S).tolist() == [list(pair) for pair in ranges]
     mask = bench.padded_mask(pads, S)
     assert mask.shape == (16, 1, 1, S)

@@ -80,9 +80,9 @@ def test_key_ranges_checked_against_each_call():
     """Valid for every S >= end (the same result as the array there), refused below it and for
     another number of requests."""
     ranges = fa.KeyRanges([(3, S - 4), (0, 1)])
-    assert ranges.end == S - 1
+    assert ranges.min_keys == S - 1
     for keys in (S - 1, S, S + 5):
-        assert mx.array_equal(_attend(ranges, keys), _attend(mx.array(ranges.pairs), keys))
+        assert mx.array_equal(_attend(ranges, keys), _attend(mx.array(ranges.pairs_for(keys)), keys))
     with pytest.raises(ValueError, match="key_ranges.*S = 14"):
         _attend(ranges, S - 2)
     with pytest.raises(ValueError, match="key_ranges must hold B = 2"):
@@ -94,7 +94,7 @@ def test_key_ranges_refused_as_made(start, length):
     """Negative starts and lengths, and ends past the kernels' int32, are refused as made; ends
     past S only at the call (previous test)."""
     if start >= 0 and length >= 0 and start + length <= fa.key_ranges.INT32_MAX:
-        assert fa.KeyRanges([(0, S), (start, length)]).end == start + length
+        assert fa.KeyRanges([(0, S), (start, length)]).min_keys == start + length
         return
     with pytest.raises(ValueError, match="key_ranges"):
         fa.KeyRanges([(0, S), (start, length)])
@@ -126,10 +126,40 @@ def test_key_ranges_forms_and_their_own_copy(form):
     }[form]
     ranges = fa.KeyRanges(source)
     array = ranges.checked_for(3, 8)
-    assert ranges.pairs == tuple(pairs) and ranges.end == 8 and len(ranges) == 3
+    assert ranges.pairs_for(8) == tuple(pairs) and ranges.min_keys == 8 and len(ranges) == 3
     assert array.dtype == mx.int32 and array.tolist() == [list(p) for p in pairs]
     if isinstance(source, list):
         source[0][0] = 99
     elif isinstance(source, (np.ndarray, mx.array)):
         source[0, 0] = 99
-    assert ranges.pairs == tuple(pairs) and ranges.checked_for(3, 8).tolist() == [list(p) for p in pairs]
+    assert ranges.pairs_for(8) == tuple(pairs) and ranges.checked_for(3, 8).tolist() == [list(p) for p in pairs]
+
+
+def test_padding_ranges_for_every_S(monkeypatch):
+    """KeyRanges.from_padding: request b sees keys left[b] .. S - 1 - right[b] for each S, the
+    same bits as that S's (start, length) array; refused where the padding needs more keys."""
+    left, right = [3, 0], [1, 5]
+    padded = fa.KeyRanges.from_padding(left=left, right=right)
+    assert padded.min_keys == 5 and len(padded) == 2
+    for keys in (5, 9, S):
+        pairs = [(a, keys - a - b) for a, b in zip(left, right)]
+        assert padded.pairs_for(keys) == tuple(pairs)
+        expected = _attend(mx.array(pairs), keys)
+        with monkeypatch.context() as patch:
+            _fail_on_read(patch)
+            assert mx.array_equal(_attend(padded, keys), expected)
+    with pytest.raises(ValueError, match="key_ranges.*S = 4"):
+        _attend(padded, 4)
+    assert fa.KeyRanges.from_padding(left=[2]).pairs_for(7) == ((2, 5),)
+    assert fa.KeyRanges.from_padding(right=np.array([2], dtype=np.uint8)).pairs_for(7) == ((0, 5),)
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    ({}, ValueError), ({"left": [1], "right": [1, 2]}, ValueError), ({"left": [-1]}, ValueError),
+    ({"right": [0, -2]}, ValueError), ({"left": [[1]]}, ValueError), ({"left": [1.5]}, TypeError),
+    ({"left": 5}, TypeError), ({"left": []}, ValueError), ({"left": [2**31]}, ValueError),
+    ({"left": [2**30], "right": [2**30]}, ValueError), ({"right": mx.array([True])}, TypeError),
+])
+def test_padding_ranges_bad_input(kwargs, error):
+    with pytest.raises(error, match="left|right|key_ranges"):
+        fa.KeyRanges.from_padding(**kwargs)

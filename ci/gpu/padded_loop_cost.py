@@ -12,8 +12,10 @@ on a cache one key longer each step, request b's keys from bench.left_pads), wit
 - "made from Python each step" (the perf row until fusedattend.KeyRanges): mx.array of a list,
   new memory each step that the host writes, reads back to check it, and the kernels then read
   (MLX's CUDA arrays are managed memory);
-- "a KeyRanges made each step" (the perf row since): fusedattend.KeyRanges of the same pairs,
-  checked from the Python ints as made, never read back on the host;
+- "a KeyRanges made each step": fusedattend.KeyRanges of the same pairs, checked as made, never
+  read back on the host; its array is new host-written memory each step all the same;
+- "one KeyRanges.from_padding for the loop" (the perf row since): one KeyRanges and one array for
+  every step (the kernels end each range at S);
 - "made once": the same steps' arrays, made and evaluated before the loop (the same values:
   only where the array comes from differs);
 - "made once, never read on the host": those arrays, the check skipped (key_ranges_cost.unchecked,
@@ -124,6 +126,7 @@ def main():
     case = bench.make_case(B, S + STEPS, "bfloat16")
     k, v, q, scale = case["k"], case["v"], case["q"], case["scale"]
     pads = bench.left_pads(B)
+    padding = bench.padded_key_ranges(pads)
     once = {keys: bench.padded_key_range_array(pads, keys) for keys in range(S, S + STEPS)}
     mx.eval(list(once.values()))
     wide = np.zeros(16384, dtype=np.int32)
@@ -140,7 +143,8 @@ def main():
 
     variants = {
         "made from Python each step": ours(lambda keys: bench.padded_key_range_array(pads, keys)),
-        "a KeyRanges made each step": ours(lambda keys: bench.padded_key_ranges(pads, keys)),
+        "a KeyRanges made each step": ours(lambda keys: fa.KeyRanges([(p, keys - p) for p in pads])),
+        "one KeyRanges.from_padding for the loop": ours(lambda keys: padding),
         "made once": ours(lambda keys: once[keys]),
         "made once, never read on the host (check skipped)": ours(lambda keys: once[keys]),
         "from Python, copied on the GPU": ours(lambda keys: bench.padded_key_range_array(pads, keys)),

@@ -17,7 +17,7 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 import fusedattend as fa
-from fusedattend import gpu
+from fusedattend import KeyRanges, gpu
 from tests.kernels.cpu_emulator import compiler_available, emulated_gpu
 from tests.kernels.gpu_constants import gpu_constants
 from tests.property.strategies import (
@@ -155,7 +155,8 @@ PLAIN_MMA_CASES = [
     edge_case(S=47, D=128, H_q=32, H_kv=2, mask="bool_hidden_row"),
     edge_case(S=33, D=64, L=3, H_q=8, H_kv=2, mask="causal", dtype=mx.float16),
     edge_case(S=130, D=96, H_q=4, H_kv=1, mask="additive"),
-    edge_case(S=200, D=32, H_q=8, H_kv=8, key_ranges=[[150, 50], [0, 1]], noncontig=False),
+    edge_case(S=200, D=32, H_q=8, H_kv=8, key_ranges=KeyRanges.from_padding(left=[150, 0], right=[0, 199]),
+              noncontig=False),  # (150, 50) and (0, 1) as padding: the kernels' negative second words
     edge_case(S=129, D=128, H_q=8, H_kv=2, noncontig=False, dtype=mx.float16),
 ]
 
@@ -251,7 +252,8 @@ def test_emulated_quantized_matrices(single_pass_max_s, layout, case):
 # of 8 tiles a simdgroup and a partial one.
 STAGED_CASES = [
     MMA_CASES[0],
-    edge_case(S=300, D=128, H_q=8, H_kv=2, bits=4, group_size=64, key_ranges=[[37, 250], [0, 1]]),
+    edge_case(S=300, D=128, H_q=8, H_kv=2, bits=4, group_size=64,
+              key_ranges=KeyRanges.from_padding(left=[37, 0], right=[13, 299])),  # (37, 250), (0, 1)
     edge_case(S=520, D=128, H_q=8, H_kv=4, bits=8, group_size=32, mask="bool_hidden_row"),
     edge_case(S=129, D=64, L=2, H_q=4, H_kv=1, bits=2, group_size=32, mask="causal"),
 ]
@@ -476,3 +478,29 @@ def test_emulated_key_ranges_view(quantized, dtype):
     with emulated_gpu():
         for _ in range(2):
             assert mx.array_equal(attend(view), attend(copy)).item()
+
+
+@pytest.mark.parametrize("S", [40, 41, 300])
+@pytest.mark.parametrize("quantized", [False, True], ids=["plain", "q4"])
+def test_emulated_padding_ranges_across_S(quantized, S):
+    """One KeyRanges.from_padding over a cache growing from S keys: each step's bits are those of
+    the (start, length) array of that step's S (the kernels end such a range `right` keys before
+    S), on the first call, the replays and across the one-block / split schedules (S = 300)."""
+    mx.random.seed(5)
+    q = mx.random.normal((3, 4, 1, 32)).astype(mx.bfloat16)
+    k, v = (mx.random.normal((3, 2, S + 3, 32)).astype(mx.bfloat16) for _ in range(2))
+    if quantized:
+        k, v = fa.quantize_kv(k, group_size=32), fa.quantize_kv(v, group_size=32)
+    left, right = [5, 0, 17], [0, 3, 1]
+    padded = KeyRanges.from_padding(left=left, right=right)
+
+    def attend(ranges, keys):
+        kv = [tuple(x[:, :, :keys] for x in t) if quantized else t[:, :, :keys] for t in (k, v)]
+        if quantized:
+            return fa.quantized_decode_attention(q, *kv, group_size=32, key_ranges=ranges, backend="cuda")
+        return fa.decode_attention(q, *kv, key_ranges=ranges, backend="cuda")
+
+    with emulated_gpu():
+        for keys in range(S, S + 3):
+            pairs = mx.array([[a, keys - a - b] for a, b in zip(left, right)], dtype=mx.int32)
+            assert mx.array_equal(attend(padded, keys), attend(pairs, keys)).item(), keys

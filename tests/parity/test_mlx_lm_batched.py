@@ -90,7 +90,8 @@ def passed_on(monkeypatch):
     real = mlx_lm_attention.decode_attention
 
     def spy(*args, mask=None, key_ranges=None, **kwargs):
-        seen.append((mask, None if key_ranges is None else [list(pair) for pair in key_ranges.pairs]))
+        S = args[1].shape[-2]
+        seen.append((mask, None if key_ranges is None else [list(pair) for pair in key_ranges.pairs_for(S)]))
         return real(*args, mask=mask, key_ranges=key_ranges, **kwargs)
 
     monkeypatch.setattr(mlx_lm_attention, "decode_attention", spy)
@@ -117,7 +118,7 @@ def test_padding_ranges_are_not_read_back(backend, monkeypatch, patched):
     keys, values = batch.update_and_fetch(*inputs[1:])
     ranges = mlx_lm_attention.padding_key_ranges(mask, keys)
     read_back = fusedattend.decode_attention(inputs[0], keys, values, scale=D**-0.5,
-                                             key_ranges=mx.array(ranges.pairs), backend=backend)
+                                             key_ranges=mx.array(ranges.pairs_for(keys.shape[-2])), backend=backend)
 
     def no_read(key_ranges, S):
         raise AssertionError("noted key ranges read back on the host")

@@ -125,10 +125,11 @@ def test_decode_loop_each_step(benchmark, backend, B, S, fmt):
     run_loop(benchmark, backend, B, S, fmt, each_step=True)
 
 
-# Padded batches (left-padded: bench.left_pads): each step passes a fusedattend.KeyRanges made
-# from Python (bench.padded_key_ranges), as a server would from its requests' lengths; such calls
-# replay their launches since 6e60b02 and compare the ranges' end with S (before baseline 0036 the
-# rows passed a (B, 2) array, read back on the host every call). The peer is MLX's SDPA with the
+# Padded batches (left-padded: bench.left_pads): every step passes one KeyRanges.from_padding made
+# before the loop (bench.padded_key_ranges), as a server makes it when requests join or leave;
+# such calls replay their launches since 6e60b02 and compare the ranges' min_keys with S. Up to
+# baseline 0036 the rows passed a (B, 2) array made from Python each step and read back on the
+# host every call. The peer is MLX's SDPA with the
 # boolean mask those ranges stand for, made with MLX ops each step.
 PADDED_SHAPES = [(B, S) for B in (8, 32) for S in (2048, 32768)]
 
@@ -155,8 +156,10 @@ def run_loop(benchmark, backend, B, S, fmt, pads=None, each_step=False):
         k, v = (fa.quantize_kv(x, bits=bits, group_size=LOOP_GROUP_SIZE) for x in (k, v))
         mx.eval(k, v)
 
+    padding = None if pads is None else bench.padded_key_ranges(pads)
+
     def key_ranges(keys):
-        return None if pads is None else bench.padded_key_ranges(pads, keys)
+        return padding
 
     def ours(x, keys):
         kv = bench.first_keys(k, keys), bench.first_keys(v, keys)

@@ -126,7 +126,9 @@ class Case:
     def np_key_ranges(self):
         if self.key_ranges is None:
             return None
-        return np.array(getattr(self.key_ranges, "pairs", self.key_ranges)).astype(np.int64)
+        if isinstance(self.key_ranges, KeyRanges):
+            return np.array(self.key_ranges.pairs_for(self.dims[5]), dtype=np.int64)
+        return np.array(self.key_ranges).astype(np.int64)
 
     def __repr__(self):
         NL, B, H_q, H_kv, L, S, D = self.dims
@@ -213,8 +215,8 @@ def masks(draw, d, rng, *, kinds=MASK_KINDS, layered=False):
 
 @st.composite
 def key_ranges_for(draw, B, S, rng):
-    """(B, 2) int32 or int64 of (start, length), contiguous or a strided view, or the same pairs
-    as a fusedattend.KeyRanges; length 0 (nothing visible) is possible."""
+    """(B, 2) int32 or int64 of (start, length), contiguous or a strided view, or the same ranges
+    as a fusedattend.KeyRanges of pairs or of padding; length 0 (nothing visible) is possible."""
     style = draw(st.sampled_from(("full", "random", "prefix", "empty_one")))
     if style == "full":
         kr = np.tile([0, S], (B, 1))
@@ -226,8 +228,11 @@ def key_ranges_for(draw, B, S, rng):
         if style == "empty_one":
             length[rng.integers(0, B)] = 0
         kr = np.stack([start, length], axis=1)
-    if draw(st.integers(0, 2)) == 0:
+    form = draw(st.integers(0, 3))
+    if form == 0:
         return KeyRanges(kr.tolist())
+    if form == 1:
+        return KeyRanges.from_padding(left=kr[:, 0].tolist(), right=(S - kr[:, 0] - kr[:, 1]).tolist())
     dtype = draw(st.sampled_from((mx.int32, mx.int64)))
     if draw(st.booleans()):  # a column-slice view of a wider array, junk between the columns
         wide = np.full((B, 4), -1, dtype=np.int64)
@@ -236,10 +241,15 @@ def key_ranges_for(draw, B, S, rng):
     return mx.array(kr.astype(np.int64)).astype(dtype)
 
 
-def request_key_ranges(key_ranges, b):
-    """Request b's own key_ranges, in the form the batch's came in (None stays None)."""
+def request_key_ranges(key_ranges, b, S):
+    """Request b's own key_ranges over S keys: an array's row b; for a KeyRanges (either form)
+    request b's range as (start, length) for even b and as padding for odd b, so that the two
+    words the kernels read differ between the batch and the request alone (None stays None)."""
     if isinstance(key_ranges, KeyRanges):
-        return KeyRanges([key_ranges.pairs[b]])
+        start, length = key_ranges.pairs_for(S)[b]
+        if b % 2 == 0:
+            return KeyRanges([(start, length)])
+        return KeyRanges.from_padding(left=[start], right=[S - start - length])
     return None if key_ranges is None else key_ranges[b:b + 1]
 
 
@@ -631,7 +641,7 @@ PLAIN_CORRUPTIONS = (
     "kv_heads_differ", "kv_S_differ", "k_D", "v_D", "unsupported_D", "L0", "S0", "mask_no_broadcast",
     "mask_int", "mask_string", "mask_list", "mask_ndim6", "mixed_dtype", "int_queries", "np_queries",
     "list_keys", "np_values", "kr_shape", "kr_rows", "kr_negative", "kr_past_end", "kr_float", "kr_list",
-    "kr_object_rows", "kr_object_past_end",
+    "kr_object_rows", "kr_object_past_end", "kr_padding_past_end",
     "scale_str", "scale_bool", "scale_list", "scale_nan", "backend_unknown", "backend_type",
     "backend_unavailable",
 )
@@ -810,6 +820,11 @@ def invalid_calls(draw, kind=None):
                 start = draw(st.integers(0, S + 1))
                 bad[rng.integers(0, B)] = [start, S + 1 - start]
                 kw["key_ranges"] = KeyRanges(bad)
+            elif what == "kr_padding_past_end":  # valid as made, more padding than this call's S
+                left = draw(st.integers(0, S + 1))
+                pads = np.zeros((2, B), dtype=np.int64)
+                pads[:, rng.integers(0, B)] = [left, S + 1 - left]
+                kw["key_ranges"] = KeyRanges.from_padding(left=pads[0], right=pads[1])
             elif what == "kr_float":
                 kw["key_ranges"] = mx.array(good.astype(np.float32))
                 exc = TE

@@ -71,7 +71,7 @@ def _check_requests(case, backend):
         one = run_case(
             case, backend, q=sl(case.q, b), k=_kv_index(case.k, lambda a: sl(a, b)),
             v=_kv_index(case.v, lambda a: sl(a, b)), mask=msl(case.mask, b),
-            key_ranges=request_key_ranges(case.key_ranges, b),
+            key_ranges=request_key_ranges(case.key_ranges, b, case.dims[5]),
         )
         assert mx.array_equal(sl(whole, b), one), f"request {b} alone != its slice of the batch: {case}"
 
