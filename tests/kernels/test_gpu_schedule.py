@@ -175,6 +175,8 @@ def test_key_ranges_leave_blocks_empty(backend, mask, path, use_path):
     out = fa.decode_attention(q, k, v, mask=mask, key_ranges=ranges, backend=backend)
     _close(out, _reference(fa.decode_attention, q, k, v, mask=mask, key_ranges=ranges), mx.bfloat16)
     assert mx.array_equal(out[3], mx.zeros_like(out[3]))
+    padded = fa.KeyRanges.from_padding(left=[0, 4000, 10, 2500], right=[0, 0, 4987, 2500])  # the same ranges
+    assert mx.array_equal(fa.decode_attention(q, k, v, mask=mask, key_ranges=padded, backend=backend), out)
 
 
 @pytest.mark.parametrize("bits,group_size", [(2, 32), (4, 64), (8, 128), (4, 32)])
