@@ -12,7 +12,8 @@ Shapes (layered; without the layer axis when not):
     k, v     (NL, B, H_kv, S, D)                  plain
     k, v     QuantizedKV of (NL, B, H_kv, S, ·)   quantized (codes, scales, biases)
     mask     5-D, broadcastable to (NL, B, H_q, L, S)
-    ranges   (B, 2) int32 of (start, length), or None (given as a KeyRanges or a (B, 2) array)
+    ranges   (B, 2) int32 of (start, length, or -(right + 1): key_ranges.key_range_end), or None
+             (given as a KeyRanges or a (B, 2) array)
 """
 
 from __future__ import annotations
@@ -286,7 +287,7 @@ def kernel_key_ranges(key_ranges):
 # A decode loop repeats one signature every step while its cache grows a key a step, so its
 # checks run once; they cost tens of µs a call, the signature about 1 µs. key_ranges enter by
 # shape and dtype (a KeyRanges by its length); their values are checked again every call
-# (repeated_key_ranges: an array's read back, a KeyRanges' end compared with S). Calls with a
+# (repeated_key_ranges: an array's read back, a KeyRanges' min_keys compared with S). Calls with a
 # mask array are checked in full every time: that check reads the mask. The GPU backends replay
 # such a call's launches by the same signature (backends.replay).
 _CHECKED = set()

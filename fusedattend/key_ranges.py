@@ -9,8 +9,9 @@ the Python ints it was made from, checked then; a call compares one int, `min_ke
 `KeyRanges.from_padding` says where each request's keys are by its padding (left: before its
 first key, right: after its last), which does not change while a decode loop's cache grows: one
 KeyRanges, one array, serves every step. Each array made from Python is new managed memory the
-host has written, and the first kernel to read it waits for its page (docs/gpu.md, "Key ranges
-checked once"): 25-27 µs of a 110-150 µs padded step at B = 8 and 32, S = 2048, on the H200.
+host has written, and the first kernel to read it waits for its page (docs/gpu.md, "KeyRanges,
+and the kernels' padding form"): 25-27 µs of a 110-150 µs padded step at B = 8 and 32,
+S = 2048, queued, on the H200.
 
 The kernels read two int32 words a request: the start, then the length or, where negative,
 -(right + 1): the range ends `right` keys before S (`key_range_end`).

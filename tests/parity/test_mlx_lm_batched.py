@@ -130,6 +130,22 @@ def test_padding_ranges_are_not_read_back(backend, monkeypatch, patched):
         assert mx.array_equal(out, read_back)
 
 
+def test_padding_ranges_kept_across_steps(patched):
+    """Step after step, as the cache grows, the same KeyRanges.from_padding (one array on the
+    GPU for every step) stands for the padding; a request joining makes a new one."""
+    _, batch = requests_and_batch((6, 2, 9), mx.float32, seed=8)
+
+    def step(seed):
+        mask = batch.make_mask(1, return_array=False)
+        keys, _ = batch.update_and_fetch(*step_inputs(3, 1, mx.float32, seed=seed)[1:])
+        return mlx_lm_attention.padding_key_ranges(mask, keys)
+
+    first = step(8)
+    assert first is not None and step(9) is first and step(10) is first
+    batch.left_padding = batch.left_padding + 1  # what a change of the batch's requests does to it
+    assert step(11) is not first
+
+
 def test_padding_past_the_keys_stays_a_mask(patched):
     """Left padding longer than the keys cannot be key ranges: nothing is noted, the mask stays."""
     _, batch = requests_and_batch((6, 2), mx.float32, seed=7)
