@@ -82,13 +82,13 @@ class KeyRanges:
     Valid for any call with B = len(self) requests over S >= min_keys keys.
     """
 
-    __slots__ = ("_starts", "_seconds", "_min_keys", "_array", "_padded")
+    __slots__ = ("_starts", "_seconds", "_min_keys", "_array")
 
     def __init__(self, ranges):
         pairs, array = _parsed(ranges, "key_ranges", 2, "(start, length) pairs")
         starts, lengths = zip(*pairs)
         _non_negative((starts, lengths), "key_ranges", "start and 0 <= length")
-        self._set(starts, lengths, max(map(operator.add, starts, lengths)), False, array)
+        self._set(starts, lengths, max(map(operator.add, starts, lengths)), array)
 
     @classmethod
     def from_padding(cls, left=None, right=None):
@@ -106,13 +106,13 @@ class KeyRanges:
         right = right or (0,) * len(left)
         _non_negative((left, right), "left and right", "padding")
         self = cls.__new__(cls)
-        self._set(left, tuple(-(r + 1) for r in right), max(map(operator.add, left, right)), True)
+        self._set(left, tuple(-(r + 1) for r in right), max(map(operator.add, left, right)))
         return self
 
-    def _set(self, starts, seconds, min_keys, padded, array=None):
+    def _set(self, starts, seconds, min_keys, array=None):
         if min_keys > INT32_MAX:
             raise ValueError(f"key_ranges must need at most {INT32_MAX} keys, got {min_keys}")
-        self._starts, self._seconds, self._min_keys, self._padded = starts, seconds, min_keys, padded
+        self._starts, self._seconds, self._min_keys = starts, seconds, min_keys
         if array is None or array.dtype != mx.int32:
             array = mx.array(list(zip(starts, seconds)), dtype=mx.int32)
         self._array = array  # what the kernels read: (B, 2) int32, row-major
@@ -132,7 +132,7 @@ class KeyRanges:
         return len(self._starts)
 
     def __repr__(self):
-        if self._padded:
+        if self._seconds[0] < 0:  # from_padding: every second word is -(right + 1); a pair's, its length >= 0
             return (f"KeyRanges.from_padding(left={list(self._starts)!r}, "
                     f"right={[-(s + 1) for s in self._seconds]!r})")
         return f"KeyRanges({list(zip(self._starts, self._seconds))!r})"

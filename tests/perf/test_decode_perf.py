@@ -129,8 +129,8 @@ def test_decode_loop_each_step(benchmark, backend, B, S, fmt):
 # before the loop (bench.padded_key_ranges), as a server makes it when requests join or leave;
 # such calls replay their launches since 6e60b02 and compare the ranges' min_keys with S. Up to
 # baseline 0036 the rows passed a (B, 2) array made from Python each step and read back on the
-# host every call. The peer is MLX's SDPA with the
-# boolean mask those ranges stand for, made with MLX ops each step.
+# host every call. The peer is MLX's SDPA with the boolean mask those ranges stand for, made with
+# MLX ops each step.
 PADDED_SHAPES = [(B, S) for B in (8, 32) for S in (2048, 32768)]
 
 
@@ -156,17 +156,14 @@ def run_loop(benchmark, backend, B, S, fmt, pads=None, each_step=False):
         k, v = (fa.quantize_kv(x, bits=bits, group_size=LOOP_GROUP_SIZE) for x in (k, v))
         mx.eval(k, v)
 
-    padding = None if pads is None else bench.padded_key_ranges(pads)
-
-    def key_ranges(keys):
-        return padding
+    key_ranges = None if pads is None else bench.padded_key_ranges(pads)  # one for every step
 
     def ours(x, keys):
         kv = bench.first_keys(k, keys), bench.first_keys(v, keys)
         if quantized:
             return fa.quantized_decode_attention(x, *kv, scale=case["scale"], bits=bits, group_size=LOOP_GROUP_SIZE,
-                                                 key_ranges=key_ranges(keys), backend=backend)
-        return fa.decode_attention(x, *kv, scale=case["scale"], key_ranges=key_ranges(keys), backend=backend)
+                                                 key_ranges=key_ranges, backend=backend)
+        return fa.decode_attention(x, *kv, scale=case["scale"], key_ranges=key_ranges, backend=backend)
 
     def sdpa(x, keys):
         mask = None if pads is None else bench.padded_mask(pads, keys)
