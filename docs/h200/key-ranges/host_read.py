@@ -20,9 +20,11 @@ Attention variants, taking turns over the same arrays:
                   whose lengths change makes one each step (not in calls 159-163);
   all keys        no ranges, every request reads all S keys;
   mask            the padding as a boolean mask.
-Model variants (the 8B-shaped model's left-padded decode, patched): "noted" (the package),
-"read each call" (the integration's ranges made by plain mx.array instead of KeyRanges, so each
-layer's call reads them back), "mask" (ci/gpu/mlx_lm_decode.py's patch_passing_masks).
+Model variants (the 8B-shaped model's left-padded decode, patched): "noted" (the package: one
+KeyRanges.from_padding a cache since 1edd318), "mask" (ci/gpu/mlx_lm_decode.py's
+patch_passing_masks). Calls 159-163 also ran "read each call" (the integration's ranges a plain
+(B, 2) array a step, read back by each layer's call); it went when the integration took
+from_padding, whose form no plain array can carry.
 Request b holds S - b * S // (2 B) keys at the end of its row (mlx_lm_decode.padded_lengths).
 Attention: bf16, H_q = 32, H_kv = 8, D = 128, L = 1, µs a call, 20 calls queued an evaluation,
 median of 15 rounds. Model: HOST_READ_LAYERS layers (32 unless set), ms a token, median of 3
@@ -39,7 +41,7 @@ from pathlib import Path
 import mlx.core as mx
 
 import fusedattend as fa
-from fusedattend import _problem, mlx_lm_attention
+from fusedattend import _problem
 
 ROOT = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location("mlx_lm_decode", ROOT / "ci/gpu/mlx_lm_decode.py")
@@ -99,9 +101,7 @@ def attention(B, S):
 
 def model(B, contexts):
     m = decode_script.build_model(int(os.environ.get("HOST_READ_LAYERS", 32)))
-    plain = lambda ranges: mx.array(ranges, dtype=mx.int32)  # noqa: E731
     variants = {"noted": (fa.patch_mlx_lm, contextlib.nullcontext),
-                "read each call": (fa.patch_mlx_lm, lambda: replaced(mlx_lm_attention, "KeyRanges", plain)),
                 "mask": (decode_script.patch_passing_masks, contextlib.nullcontext)}
     for context in contexts:
         caches = decode_script.padded_caches(m, B, context)
