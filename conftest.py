@@ -58,6 +58,22 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("backend", selected_backends(metafunc.config))
 
 
+@pytest.fixture
+def forbid_key_ranges_read(monkeypatch):
+    """A function that, once called, makes any read of key ranges back on the host
+    (`_problem.key_ranges_outside_on_host`) an AssertionError for the rest of the test."""
+
+    def forbid():
+        from fusedattend import _problem
+
+        def read(key_ranges, S):
+            raise AssertionError("key ranges read back on the host")
+
+        monkeypatch.setattr(_problem, "key_ranges_outside_on_host", read)
+
+    return forbid
+
+
 def pytest_report_header(config):
     import mlx.core as mx
 
