@@ -47,7 +47,8 @@ def _visible(problem, m):
     end = mx.full((1, B, 1, 1, 1), S)
     if problem.key_ranges is not None:
         start = problem.key_ranges[:, 0].reshape(1, B, 1, 1, 1)
-        end = start + problem.key_ranges[:, 1].reshape(1, B, 1, 1, 1)
+        second = problem.key_ranges[:, 1].reshape(1, B, 1, 1, 1)
+        end = mx.where(second >= 0, start + second, S + 1 + second)  # negative: S + 1 + it
         vis = vis & (j >= start) & (j < end)
     kind = problem.mask.kind
     if kind == "causal":
@@ -111,8 +112,9 @@ def _dequantize(kv, bits, group_size, m):
     return mx.dequantize(kv.codes, scales, biases, group_size=group_size, bits=bits)
 
 
-def install(m):
-    """Patch fusedattend.reference in this process (only in memory)."""
+def install(m, setattr=setattr):
+    """Patch fusedattend.reference in this process (only in memory); `setattr`: how (a test
+    passes pytest's monkeypatch.setattr, which undoes it)."""
     if m not in MUTANTS:
         raise SystemExit(f"unknown mutant {m!r}; known: {', '.join(MUTANTS)}")
     from fusedattend import reference
@@ -125,7 +127,8 @@ def install(m):
         p = p.with_layer_axis()
         return mutant_attention(p, _dequantize(p.k, p.bits, p.group_size, m), _dequantize(p.v, p.bits, p.group_size, m), m)
 
-    reference.decode_attention, reference.quantized_decode_attention = plain, quantized
+    setattr(reference, "decode_attention", plain)
+    setattr(reference, "quantized_decode_attention", quantized)
 
 
 # ---------------------------------------------------------------------------- pytest plugin
