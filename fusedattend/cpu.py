@@ -79,6 +79,17 @@ def _scratch(tag: str, shape, dtype) -> np.ndarray:
     return buf
 
 
+def _packed_rows(x: np.ndarray, tag: str) -> np.ndarray:
+    """x, or a copy of it with D contiguous where a view strides D. The bfloat16 phases pair a
+    row's neighbours, and BLAS sums a strided row in another order than a packed one: the bits
+    must not depend on how the caller's buffer lies."""
+    if x.strides[-1] == x.itemsize:
+        return x
+    packed = _scratch(tag + "packed", x.shape, x.dtype)
+    np.copyto(packed, x)
+    return packed
+
+
 def _bf16_phases(u16: np.ndarray, tag: str):
     """(…, n, D) bfloat16 bits -> [even elements, odd elements] as float32 (…, n, D/2)."""
     words = u16.view(np.uint32)  # little end first: element 2i in the low half, 2i+1 in the high
@@ -90,6 +101,7 @@ def _bf16_phases(u16: np.ndarray, tag: str):
 
 
 def _float_phases(x: np.ndarray, tag: str):
+    x = _packed_rows(x, tag)
     if x.dtype == np.float32:
         return [x]
     if x.dtype == np.uint16:  # bfloat16 bits

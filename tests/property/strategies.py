@@ -253,10 +253,17 @@ def request_key_ranges(key_ranges, b, S):
     return None if key_ranges is None else key_ranges[b:b + 1]
 
 
-def kv_layout(x: np.ndarray, dtype, noncontig: bool, rng) -> mx.array:
-    """x as an MLX array, or as buf[..., :S, :] of a longer preallocated buffer (KVCache-style)."""
-    if not noncontig:
+KV_LAYOUTS = ("contiguous", "cache", "transposed")
+
+
+def kv_layout(x: np.ndarray, dtype, layout: str, rng) -> mx.array:
+    """x as an MLX array: "contiguous"; "cache": buf[..., :S, :] of a longer preallocated buffer
+    (KVCache-style); "transposed": a (..., D, S) buffer seen through swapaxes, so D is the
+    strided axis."""
+    if layout == "contiguous":
         return to_mx(x, dtype)
+    if layout == "transposed":
+        return mx.swapaxes(to_mx(np.swapaxes(x, -1, -2).copy(), dtype), -1, -2)
     S = x.shape[-2]
     cap = ((S + 255) // 256) * 256 + 256  # mlx_lm's KVCache grows in steps of 256
     buf = rng.standard_normal(x.shape[:-2] + (cap, x.shape[-1])).astype(np.float32) * 7
@@ -300,15 +307,15 @@ def attention_cases(
     q = to_mx(rng.standard_normal(lead + (d["H_q"], d["L"], d["D"])) * qsig, dtype)
     kn = rng.standard_normal(lead + (d["H_kv"], d["S"], d["D"]))
     vn = _values(rng, lead + (d["H_kv"], d["S"], d["D"]), vstyle)
-    noncontig = allow_noncontig and draw(st.booleans())
-    k = kv_layout(kn, dtype, noncontig, rng)
-    v = kv_layout(vn, dtype, noncontig, rng)
+    layout = draw(st.sampled_from(KV_LAYOUTS)) if allow_noncontig else "contiguous"
+    k = kv_layout(kn, dtype, layout, rng)
+    v = kv_layout(vn, dtype, layout, rng)
     mask, kind, info = draw(masks(d, rng, kinds=mask_kinds, layered=lay))
     kr = None
     if allow_key_ranges and draw(st.integers(0, 3)) == 0:
         kr = draw(key_ranges_for(d["B"], d["S"], rng))
     scale = draw(st.sampled_from((None, None, 0.5, 1.0 / 3.0, 2)))
-    info.update(noncontig=noncontig, v=vstyle, qsig=qsig)
+    info.update(layout=layout, v=vstyle, qsig=qsig)
     return Case(q, k, v, mask, kr, scale, dtype, lay, kind, seed=seed, info=info)
 
 
@@ -403,8 +410,8 @@ def edge_case(*, NL=1, B=2, H_q=8, H_kv=2, L=1, S=129, D=128, dtype=mx.bfloat16,
     q = to_mx(rng.standard_normal(lead + (H_q, L, D)), dtype)
     kn = rng.standard_normal(lead + (H_kv, S, D))
     vn = rng.standard_normal(lead + (H_kv, S, D))
-    noncontig = noncontig and bits is None
-    k, v = kv_layout(kn, dtype, noncontig, rng), kv_layout(vn, dtype, noncontig, rng)
+    kv = "cache" if noncontig and bits is None else "contiguous"
+    k, v = kv_layout(kn, dtype, kv, rng), kv_layout(vn, dtype, kv, rng)
     kind, m = mask, None
     if mask == "causal":
         m = "causal"
