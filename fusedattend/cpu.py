@@ -307,7 +307,7 @@ def _run(problem: Problem, k_block_of, v_block_of) -> mx.array:
                 per = mask_np[l if mask_np.shape[0] > 1 else 0, b if mask_np.shape[1] > 1 else 0]
                 if mask.kind == "additive":
                     req.mask_add = per
-                    req.mask_vis = per > _NEG_INF
+                    req.mask_vis = per != _NEG_INF  # NaN and +inf join the score: the row is NaN
                 else:
                     req.mask_vis = per
             requests[(l, b)] = req
@@ -345,9 +345,9 @@ def _run(problem: Problem, k_block_of, v_block_of) -> mx.array:
 def _finish(out, key, state):
     l, b = key
     _, row_sum, acc = state
-    positive = row_sum > 0
-    denom = np.where(positive, row_sum, np.float32(1))[..., None]
-    out[l, b] = np.where(positive[..., None], acc / denom, np.float32(0))
+    seen = row_sum != 0  # NaN stays NaN: data that reached a score is never hidden as zeros
+    denom = np.where(seen, row_sum, np.float32(1))[..., None]
+    out[l, b] = np.where(seen[..., None], acc / denom, np.float32(0))
 
 
 class _PlainBlocks:

@@ -9,8 +9,10 @@ Semantics, per query row i of head h in request b (G = H_q // H_kv, kv head = h 
     visible(j) = key_range(b) holds j  and  the mask lets i see j
     s_j        = scale * q_i . k_j (+ additive mask), accumulated in float32
     out_i      = sum_{visible j} softmax(s)_j * v_j,   or zeros when no key is visible
-A key hidden from every row of its kv head may hold any value, NaN included: it never enters
-the output.
+An additive mask hides a key only where it is -inf. A key hidden from every row of its kv head
+may hold any value, NaN included: it never enters the output. NaN that reaches a visible score
+(from K, the scale or a NaN / +inf mask entry) makes the row NaN, and NaN in a visible value row
+its column: nothing reads the data to check it, and zeros would pass for a row that sees no key.
 """
 
 from __future__ import annotations
@@ -41,8 +43,8 @@ def visibility(problem: Problem):
     elif mask.kind == "bool":
         visible = mask.array if visible is None else visible & mask.array
     elif mask.kind == "additive":
-        finite = mask.array > -mx.inf
-        visible = finite if visible is None else visible & finite
+        shown = mask.array != -mx.inf  # NaN and +inf join the score: the row is NaN
+        visible = shown if visible is None else visible & shown
     return visible
 
 
@@ -67,7 +69,8 @@ def _attend(problem: Problem, keys: mx.array, values: mx.array) -> mx.array:
     weights = mx.exp(scores - row_max)  # hidden keys: exp(-inf) = 0
     denom = mx.sum(weights, axis=-1, keepdims=True)
     out = (weights.reshape(NL, B, H_kv, G * L, S) @ values).reshape(NL, B, H_q, L, D)
-    out = mx.where(denom > 0, out / mx.where(denom > 0, denom, 1.0), 0.0)
+    seen = denom != 0  # NaN stays NaN: data that reached a score is never hidden as zeros
+    out = mx.where(seen, out / mx.where(seen, denom, 1.0), 0.0)
     return out.astype(problem.q.dtype)
 
 

@@ -142,7 +142,7 @@ METAL_FUNC float fa_masked_score(float s, int key, int hi, int last_key, MaskPtr
     if (MASK == 2) {
       visible = visible && m_val != 0.0f;
     } else {
-      visible = visible && m_val > -INFINITY;
+      visible = visible && m_val != -INFINITY;  // NaN and +inf join the score: the row is NaN
       s += m_val * FA_LOG2_E;
     }
   }
@@ -722,7 +722,7 @@ METAL_FUNC float fa_merge_outputs(thread const fa_merged<COUNT>& s, PO o, int o_
 }
 
 // The attention output of a merged state: unnormalised output over denominator, and 0 for a row
-// that saw no key (l = 0).
+// that saw no key (l = 0). NaN in l (a visible NaN score) stays NaN, never a row of zeros.
 METAL_FUNC float fa_normalise(float o, float l) {
-  return l > 0.0f ? o / l : 0.0f;
+  return l != 0.0f ? o / l : 0.0f;
 }

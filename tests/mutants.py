@@ -36,6 +36,7 @@ MUTANTS = {
     "dequant_group_shift": "quantized: each group uses the previous group's scale/bias (off by one group)",
     "nan_leak": "hidden value rows are not zeroed: 0 x NaN garbage leaks into the output",
     "masked_row_mean": "a row that sees no key returns the mean of V (MLX's behaviour) instead of zeros",
+    "nan_zeroed": "a row whose visible scores hold NaN gives zeros (as if it saw no key) instead of NaN",
 }
 ENV = "FUSEDATTEND_MUTANT"
 
@@ -56,7 +57,7 @@ def _visible(problem, m):
         vis = vis & ((j < lim) if m == "causal_off_by_one" else (j <= lim))
     elif kind in ("bool", "additive") and m != "mask_ignored":
         arr = problem.mask.array
-        vis = vis & (arr if kind == "bool" else arr > -mx.inf)
+        vis = vis & (arr if kind == "bool" else arr != -mx.inf)
     return mx.broadcast_to(vis, (NL, B, H_q, L, S))
 
 
@@ -98,7 +99,7 @@ def mutant_attention(problem, keys, values, m):
             den, num = den + pd * f, num + pn * f
     else:
         _, den, num = _partial(scores, v)
-    seen = den > 0
+    seen = (den > 0) if m == "nan_zeroed" else (den != 0)
     out = mx.where(seen, num / mx.where(seen, den, 1.0), 0.0)
     if m == "masked_row_mean":
         out = mx.where(seen, out, mx.mean(v, axis=-2, keepdims=True))

@@ -9,7 +9,7 @@ Semantics (fusedattend/reference.py's docstring), per layer l, request b, query 
     S_end = S, or start + length when key_ranges gives request b the range (start, length)
     visible(j) = (no key_ranges or start <= j < start + length)
                  and mask lets i see j:  None: always; "causal": j <= S_end - L + i;
-                 bool: mask[..., i, j]; additive: mask[..., i, j] > -inf
+                 bool: mask[..., i, j]; additive: mask[..., i, j] != -inf
     s_j   = scale * q_i . k_j (+ additive mask value);  scale defaults to 1 / sqrt(D)
     out_i = sum_{visible j} softmax_{visible}(s)_j * v_j, or zeros when no key is visible
 Hidden keys never enter: NaN or Inf there (in K or V) cannot reach the output.
@@ -60,7 +60,7 @@ def visibility(q_shape, S, mask=None, key_ranges=None):
         if m.dtype == bool:
             vis &= m
         else:
-            vis &= m.astype(np.float64) > -np.inf
+            vis &= m.astype(np.float64) != -np.inf  # NaN, +inf: the row is NaN
     return vis
 
 

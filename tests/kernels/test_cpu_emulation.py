@@ -25,7 +25,9 @@ from tests.property.strategies import (
     pinned_layered_cases, pinned_quantized_cases, quantized_cases, run_case,
 )
 from tests.property.test_batch_invariance import _check_layers, _check_requests
-from tests.property.test_mask_semantics import check_hidden_garbage, check_quantized_hidden_garbage
+from tests.property.test_mask_semantics import (
+    check_hidden_garbage, check_poisoned_rows, check_quantized_hidden_garbage,
+)
 from tests.property.test_online_softmax_parity import check_parity
 
 pytestmark = pytest.mark.skipif(not compiler_available(), reason="g++ not installed here")
@@ -292,6 +294,28 @@ def test_emulated_quantized_matrices_hidden_nan(single_pass_max_s, case):
     the kernel never reads a key before the range and reads those past it as the last in it."""
     with emulated_gpu("nvidia"), gpu_constants(SINGLE_PASS_MAX_S=single_pass_max_s):
         check_quantized_hidden_garbage(case, "cuda", seed=1)
+
+
+@pytest.mark.parametrize("where", ["k", "v", "mask_nan", "mask_inf"])
+@pytest.mark.parametrize("single_pass_max_s", [4096, 0], ids=["one_block", "split"])
+@pytest.mark.parametrize("plain_mma", [True, False], ids=["matrices", "cuda_cores"])
+def test_emulated_nan_reaching_a_visible_score(plain_mma, single_pass_max_s, where):
+    """NaN in a visible key or value, or a NaN / +inf additive mask entry: the rows that see it
+    are NaN, not zeros (fa_normalise), in one block and split (the merge), and the rest is the
+    clean call's to the bit. Both plain kernels."""
+    with emulated_gpu("nvidia"), gpu_constants(SINGLE_PASS_MAX_S=single_pass_max_s, PLAIN_MMA=plain_mma,
+                                               PLAIN_MMA_MIN_BLOCK=0):
+        for case in PLAIN_MMA_CASES[1:4]:  # [0] hides every row
+            for which in range(2):
+                assert check_poisoned_rows(case, "cuda", which, where)
+
+
+@pytest.mark.parametrize("single_pass_max_s", [4096, 0], ids=["one_block", "split"])
+def test_emulated_quantized_nan_scale_of_a_visible_key(single_pass_max_s):
+    """The same for a NaN scale of a visible key in quantized K."""
+    with emulated_gpu("nvidia"), gpu_constants(SINGLE_PASS_MAX_S=single_pass_max_s):
+        for case in MMA_CASES[1:5]:  # [0] hides every row
+            assert check_poisoned_rows(case, "cuda", 0, "scales")
 
 
 @pytest.mark.parametrize("layout", ["apple", "nvidia"])

@@ -12,11 +12,14 @@
 * Keys hidden from every query row of their kv head (by the mask, by causality or by
   key_ranges) may hold NaN, Inf or 1e30 garbage in K and in V: the output is bit-identical to
   the call with clean values there.
+* NaN that reaches a visible score (from K, K's scales, or a NaN / +inf additive mask entry)
+  makes exactly the rows that see it NaN, and NaN in a visible value its column of them: never
+  zeros, which would pass for a row that sees no key. Nothing else changes by a bit.
 """
 
 import mlx.core as mx
 import numpy as np
-from hypothesis import given, target
+from hypothesis import assume, given, target
 from hypothesis import strategies as st
 
 from tests import oracle
@@ -158,3 +161,121 @@ def check_quantized_hidden_garbage(case, backend, seed):
     clean = run_case(case, backend)
     out = run_case(case, backend, k=dirty(case.k), v=dirty(case.v))
     assert mx.array_equal(clean, out), case
+
+
+def _five(x, layered):
+    return x if layered else x[None]
+
+
+def _poisoned_rows(case, backend, which, where):
+    """Writes NaN (or +inf into a mask) at one visible key of `case`; returns (clean output,
+    poisoned output, rows that see it (NL, B, H_q, L), rows that must be NaN there, the value's
+    dim or None), 5-D; None when no row sees a key."""
+    NL, B, H_q, H_kv, L, S, D = case.dims
+    G = H_q // H_kv
+    vis = oracle.visibility((NL, B, H_q, L, D), S, case.np_mask(), case.np_key_ranges())
+    rng = np.random.default_rng(which)
+    override, dim = {}, None
+    if where in ("mask_nan", "mask_inf"):
+        base = np.zeros(vis.shape)
+        if case.mask_kind == "additive":
+            add = to_np(case.mask)
+            base = np.broadcast_to(add.reshape((1,) * (5 - add.ndim) + add.shape), vis.shape)
+        rows = np.argwhere(vis)
+        if not len(rows):
+            return None
+        hit = tuple(rows[rng.integers(len(rows))])
+        clean_mask = np.where(vis, base, -np.inf)
+        poisoned_mask = clean_mask.copy()
+        poisoned_mask[hit] = np.nan if where == "mask_nan" else np.inf
+        sees = np.zeros(vis.shape[:-1], bool)
+        sees[hit[:-1]] = True
+        layered = case.layered
+        clean = run_case(case, backend, mask=to_mx(clean_mask if layered else clean_mask[0], mx.float32))
+        override["mask"] = to_mx(poisoned_mask if layered else poisoned_mask[0], mx.float32)
+    else:
+        seen = vis.reshape(NL, B, H_kv, G * L, S).any(axis=-2)
+        keys = np.argwhere(seen)
+        if not len(keys):
+            return None
+        l, b, h, j = keys[rng.integers(len(keys))]
+        sees = np.zeros(vis.shape[:-1], bool)
+        sees[l, b, h * G:(h + 1) * G] = vis[l, b, h * G:(h + 1) * G, :, j]
+        if where == "scales":  # one group's scale of the key, quantized K
+            codes, scales, biases = case.k
+            arr = _five(to_np(scales), case.layered).copy()
+            arr[l, b, h, j, rng.integers(arr.shape[-1])] = np.nan
+            override["k"] = (codes, to_mx(arr if case.layered else arr[0], scales.dtype), biases)
+        else:
+            kv = case.k if where == "k" else case.v
+            arr = _five(to_np(kv), case.layered).copy()
+            d = rng.integers(D)
+            arr[l, b, h, j, d] = np.nan
+            override[where] = to_mx(arr if case.layered else arr[0], kv.dtype)
+            dim = d if where == "v" else None
+            if where == "v":  # a weight that underflows float32 to 0 takes no part of the value
+                must = sees.copy()
+                must[l, b, h * G:(h + 1) * G] &= _key_weights(case, vis, l, b, h, j) > WEIGHT_SEEN
+        clean = run_case(case, backend)
+    poisoned = run_case(case, backend, **override)
+    must = sees if dim is None else must
+    return _five(to_np(clean), case.layered), _five(to_np(poisoned), case.layered), sees, must, dim
+
+
+# A visible value's weight above this (in float64) is far from float32's underflow (1e-38, and the
+# kernels' exp2 flushes subnormals): its NaN must reach the output. Below it the kernels may skip
+# the value, as a zero weight, and the reference's matmul may not (0 x NaN): unspecified.
+WEIGHT_SEEN = 1e-30
+
+
+def _key_weights(case, vis, l, b, h, j):
+    """float64 softmax weight of key j in each row (G, L) of kv head h of layer l, request b."""
+    NL, B, H_q, H_kv, L, S, D = case.dims
+    G = H_q // H_kv
+    q = _five(to_np(case.q), case.layered)[l, b, h * G:(h + 1) * G].astype(np.float64)
+    k = _five(to_np(case.k), case.layered)[l, b, h].astype(np.float64)
+    s = (D ** -0.5 if case.scale is None else case.scale) * q @ k.T  # (G, L, S)
+    if case.mask_kind == "additive":
+        add = to_np(case.mask)
+        s = s + np.broadcast_to(add.reshape((1,) * (5 - add.ndim) + add.shape), vis.shape)[l, b, h * G:(h + 1) * G]
+    with np.errstate(invalid="ignore"):
+        s = np.where(vis[l, b, h * G:(h + 1) * G], s, -np.inf)
+        return np.exp(s[..., j] - s.max(axis=-1))
+
+
+def check_poisoned_rows(case, backend, which, where):
+    """False when the case has no visible key to poison; True when it passed."""
+    NL, B, H_q, H_kv, L, S, D = case.dims
+    result = _poisoned_rows(case, backend, which, where)
+    if result is None:
+        return False
+    clean, poisoned, sees, must, dim = result
+    hit = poisoned[must] if dim is None else poisoned[must][:, dim]
+    assert np.isnan(hit).all(), f"{where}: rows that see the NaN are not NaN: {hit[~np.isnan(hit)][:5]} {case}"
+    if dim is None:  # every other row, of this head group too, is the clean call's to the bit
+        same = ~sees
+    else:  # a group's rows that do not see the value may take 0 x NaN through its matmul
+        G = H_q // H_kv
+        group = sees.reshape(NL, B, H_kv, G * L).any(axis=-1)
+        same = ~np.repeat(group, G * L, axis=-1).reshape(sees.shape)
+    assert np.array_equal(poisoned[same], clean[same]), f"{where}: NaN changed rows that do not see it: {case}"
+    return True
+
+
+@examples(4)
+@given(
+    case=attention_cases(mask_kinds=("bool", "additive", "causal", "none")),
+    which=st.integers(0, 2**32 - 1),
+    where=st.sampled_from(("k", "v", "mask_nan", "mask_inf")),
+)
+def test_nan_reaching_a_visible_score_gives_nan_rows(case, backend, which, where):
+    assume(check_poisoned_rows(case, backend, which, where))
+
+
+@examples(2)
+@given(
+    case=quantized_cases(mask_kinds=("bool", "causal", "none")),
+    which=st.integers(0, 2**32 - 1),
+)
+def test_quantized_nan_scale_of_a_visible_key_gives_nan_rows(case, backend, which):
+    assume(check_poisoned_rows(case, backend, which, "scales"))
