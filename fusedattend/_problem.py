@@ -27,6 +27,7 @@ import numpy as np
 from .key_ranges import KeyRanges
 
 FLOAT_DTYPES = (mx.float32, mx.float16, mx.bfloat16)
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 MAX_HEAD_DIM = 256
 HEAD_DIM_MULTIPLE = 8
 SUPPORTED_BITS = (2, 4, 8)
@@ -187,9 +188,14 @@ def _scale(scale, D):
         return 1.0 / math.sqrt(D)
     if isinstance(scale, bool) or not isinstance(scale, (int, float)):
         raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
-    scale = float(scale)
+    try:
+        scale = float(scale)
+    except OverflowError:
+        scale = math.inf
     if not math.isfinite(scale):
         raise ValueError(f"scale must be finite, got {scale}")
+    if abs(scale) > FLOAT32_MAX:  # the kernels scale in float32: every score would overflow
+        raise ValueError(f"scale must be finite in float32 (|scale| <= {FLOAT32_MAX:.4g}), got {scale:.4g}")
     return scale
 
 

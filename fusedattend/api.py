@@ -70,8 +70,8 @@ def quantize_kv(x, *, bits=4, group_size=64):
         raise TypeError(f"x must be an mlx.core.array, got {type(x).__name__}")
     if x.dtype not in FLOAT_DTYPES:
         raise TypeError(f"x must be float32, float16 or bfloat16, got {x.dtype}")
-    if x.ndim < 2:
-        raise ValueError(f"x must have at least 2 axes, got shape {tuple(x.shape)}")
+    if x.ndim < 2 or 0 in x.shape:
+        raise ValueError(f"x must have at least 2 axes and no empty one, got shape {tuple(x.shape)}")
     if x.shape[-1] % group_size:
         raise ValueError(
             f"group_size={group_size} must divide the last axis of x, got shape {tuple(x.shape)}"
@@ -87,6 +87,11 @@ def dequantize_kv(codes, scales, biases, *, bits, group_size):
             raise TypeError(f"{name} must be an mlx.core.array, got {type(arr).__name__}")
     if codes.dtype != mx.uint32:
         raise TypeError(f"codes must be uint32, got {codes.dtype}")
+    for arr, name in ((scales, "scales"), (biases, "biases")):
+        if arr.dtype not in FLOAT_DTYPES:
+            raise TypeError(f"{name} must be float32, float16 or bfloat16, got {arr.dtype}")
+    if 0 in codes.shape:
+        raise ValueError(f"codes must have no empty axis, got shape {tuple(codes.shape)}")
     if scales.shape != biases.shape:
         raise ValueError(f"scales {tuple(scales.shape)} and biases {tuple(biases.shape)} must match")
     if codes.ndim < 2 or codes.shape[:-1] != scales.shape[:-1]:

@@ -43,6 +43,7 @@ import numpy as np
 
 import fusedattend as fa
 
+from ._problem import check_bits
 from .chip import chip_id
 
 FLOAT_FORMATS = {"float32": mx.float32, "bfloat16": mx.bfloat16, "float16": mx.float16}
@@ -301,25 +302,32 @@ def _csv(kind):
     return lambda text: [kind(x) for x in text.split(",") if x]
 
 
+def _positive(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive int, got {value}")
+    return value
+
+
 def parse_args(argv):
     on_gpu = mx.default_device() == mx.gpu
     p = argparse.ArgumentParser(prog="python -m fusedattend bench", description=__doc__.split("\n")[0])
-    p.add_argument("--B", type=_csv(int), default=[1, 8], help="batch sizes (comma list)")
-    p.add_argument("--S", type=_csv(int), default=[1024, 4096, 16384], help="cache lengths")
+    p.add_argument("--B", type=_csv(_positive), default=[1, 8], help="batch sizes (comma list)")
+    p.add_argument("--S", type=_csv(_positive), default=[1024, 4096, 16384], help="cache lengths")
     p.add_argument("--formats", type=_csv(str), default=["float32", "bfloat16", "q4"],
                    help="float32, bfloat16, float16 and/or qN (N-bit K/V: q2, q4, q8)")
     p.add_argument("--qdtype", default="bfloat16", choices=list(FLOAT_FORMATS),
                    help="query (and scales) dtype of the quantized formats")
-    p.add_argument("--group-size", type=int, default=64)
+    p.add_argument("--group-size", type=_positive, default=64)
     p.add_argument("--backends", type=_csv(str), default=None,
                    help="fusedattend backends (default: all available here)")
     p.add_argument("--no-peers", action="store_true", help="time the fusedattend backends only")
-    p.add_argument("--H-q", type=int, default=32)
-    p.add_argument("--H-kv", type=int, default=8)
-    p.add_argument("--D", type=int, default=128)
-    p.add_argument("--L", type=int, default=1)
-    p.add_argument("--repeats", type=int, default=7, help="samples per implementation (best is reported)")
-    p.add_argument("--inner", type=int, default=8 if on_gpu else 1,
+    p.add_argument("--H-q", type=_positive, default=32)
+    p.add_argument("--H-kv", type=_positive, default=8)
+    p.add_argument("--D", type=_positive, default=128)
+    p.add_argument("--L", type=_positive, default=1)
+    p.add_argument("--repeats", type=_positive, default=7, help="samples per implementation (best is reported)")
+    p.add_argument("--inner", type=_positive, default=8 if on_gpu else 1,
                    help="calls queued per mx.eval (amortises GPU launch latency)")
     p.add_argument("--budget", type=float, default=3.0, help="stop repeating one timing after this many seconds")
     p.add_argument("--cold-mb", type=int, default=0, metavar="N",
@@ -333,9 +341,19 @@ def parse_args(argv):
     args.backends = args.backends or fa.available_backends()
     if args.cold_mb < 0:
         p.error(f"--cold-mb must be >= 0, got {args.cold_mb}")
+    if args.H_q % args.H_kv:
+        p.error(f"--H-q must be a multiple of --H-kv, got {args.H_q} and {args.H_kv}")
     for fmt in args.formats:
         if fmt not in FLOAT_FORMATS and not (is_quantized(fmt) and fmt[1:].isdigit()):
             p.error(f"unknown format {fmt!r}")
+        if is_quantized(fmt):
+            try:
+                check_bits(int(fmt[1:]), args.group_size)
+            except ValueError as err:
+                p.error(f"format {fmt!r}: {err}")
+    unknown = [name for name in args.backends if name not in fa.available_backends()]
+    if unknown:
+        p.error(f"--backends: {unknown} not available here; available: {fa.available_backends()}")
     return args
 
 

@@ -35,6 +35,9 @@ def main(argv=None):
     p.add_argument("--grid", action="append", choices=["A", "B", "Q"], default=None,
                    help="grids to run (default: A, B and Q)")
     args = p.parse_args(argv)
+    for name in args.backend or []:
+        if name not in fa.available_backends():
+            p.error(f"--backend {name!r} is not available here; available: {fa.available_backends()}")
     grids = _grids()
     backends = args.backend or list(dict.fromkeys([fa.default_backend(), "reference"]))
     chosen = args.grid or ["A", "B", "Q"]

@@ -31,6 +31,9 @@ def _parsed(values, name, ndim, what):
     """`values` (a list, a tuple, a numpy or an MLX integer array) as an MLX integer array of
     `ndim` axes, parsed by MLX (numpy's parse where MLX refuses: numpy ints), or TypeError /
     ValueError naming `name`."""
+    shape = "(B, 2)" if ndim == 2 else "(B,)"
+    if isinstance(values, (mx.array, np.ndarray)) and values.ndim == 0:
+        raise ValueError(f"{name} must have shape {shape}, got ()")
     if isinstance(values, mx.array):
         if not mx.issubdtype(values.dtype, mx.integer):
             raise TypeError(f"{name} must have an integer dtype, got {values.dtype}")
@@ -60,7 +63,10 @@ def _parsed(values, name, ndim, what):
     if not mx.issubdtype(array.dtype, mx.integer):
         raise TypeError(f"{name} must hold ints, got {array.dtype}")
     if array.ndim != ndim or (ndim == 2 and array.shape[1] != 2):
-        raise ValueError(f"{name} must have shape {'(B, 2)' if ndim == 2 else '(B,)'}, got {tuple(array.shape)}")
+        raise ValueError(f"{name} must have shape {shape}, got {tuple(array.shape)}")
+    if isinstance(values, (list, tuple)) and any(
+            type(x) is bool for row in values for x in (row if ndim == 2 else (row,))):
+        raise TypeError(f"{name} must hold ints, not bools")  # MLX reads [(True, 3)] as ints
     return values, array
 
 
@@ -106,12 +112,12 @@ class KeyRanges:
         right = right or (0,) * len(left)
         _non_negative((left, right), "left and right", "padding")
         self = cls.__new__(cls)
-        self._set(left, tuple(-(r + 1) for r in right), max(map(operator.add, left, right)))
+        self._set(left, tuple(-(r + 1) for r in right), max(map(operator.add, left, right)), name="left + right")
         return self
 
-    def _set(self, starts, seconds, min_keys, array=None):
+    def _set(self, starts, seconds, min_keys, array=None, name="key_ranges"):
         if min_keys > INT32_MAX:
-            raise ValueError(f"key_ranges must need at most {INT32_MAX} keys, got {min_keys}")
+            raise ValueError(f"{name} must need at most {INT32_MAX} keys, got {min_keys}")
         self._starts, self._seconds, self._min_keys = starts, seconds, min_keys
         if array is None or array.dtype != mx.int32:
             array = mx.array(list(zip(starts, seconds)), dtype=mx.int32)
@@ -139,6 +145,7 @@ class KeyRanges:
 
     def checked_for(self, B, S):
         """The kernels' (B, 2) int32 array for a call of B requests over S keys, or ValueError."""
+        B, S = _count(B, "B"), _count(S, "S")
         if len(self._starts) != B:
             raise ValueError(f"key_ranges must hold B = {B} requests, got {len(self._starts)}")
         if self._min_keys > S:
@@ -147,6 +154,15 @@ class KeyRanges:
                 f"request, got ranges needing {self._min_keys} keys"
             )
         return self._array
+
+
+def _count(n, name):
+    if isinstance(n, bool):
+        raise TypeError(f"{name} must be an int, got bool")
+    try:
+        return operator.index(n)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {type(n).__name__}") from None
 
 
 def key_range_end(start, second, S):

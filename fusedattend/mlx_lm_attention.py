@@ -74,7 +74,11 @@ def scaled_dot_product_attention(queries, keys, values, cache, scale, mask, sink
     Differs from mlx_lm's where fusedattend does on purpose (README, "Semantics"): in a decode
     step a row that sees no key is zeros, and a batch's requests are computed as they would be alone.
     """
+    if not isinstance(queries, mx.array):
+        raise TypeError(f"queries must be an mlx.core.array, got {type(queries).__name__}")
     quantized = hasattr(cache, "bits")
+    if quantized and not hasattr(cache, "group_size"):
+        raise TypeError(f"cache has bits but no group_size: {type(cache).__name__}")
     L = queries.shape[-2]
     if sinks is None and L <= MAX_FUSED_QUERY_LEN:
         key_ranges = padding_key_ranges(mask, keys)

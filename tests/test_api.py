@@ -96,6 +96,8 @@ BRANCHES = [
     ("scale_array", plain(scale=mx.array(0.1)), TypeError, "scale"),
     ("scale_nan", plain(scale=math.nan), ValueError, "scale must be finite"),
     ("scale_inf", plain(scale=-math.inf), ValueError, "scale must be finite"),
+    ("scale_past_float32", plain(scale=1e39), ValueError, "scale must be finite in float32"),
+    ("scale_int_past_float", plain(scale=10**400), ValueError, "scale must be finite"),
     # _mask
     ("mask_other_string", plain(mask="upper"), ValueError, "mask"),
     ("mask_list", plain(mask=[[True] * S] * L), TypeError, "mask"),
@@ -154,6 +156,7 @@ BRANCHES = [
     ("quantize_kv_int", lambda: fa.quantize_kv(K.astype(mx.int8)), TypeError, r"\bx\b"),
     ("quantize_kv_1d", lambda: fa.quantize_kv(K.reshape(-1)), ValueError, r"\bx\b"),
     ("quantize_kv_indivisible", lambda: fa.quantize_kv(arr(4, 96), group_size=64), ValueError, "group_size"),
+    ("quantize_kv_empty", lambda: fa.quantize_kv(arr(4, 0)), ValueError, r"\bx\b"),
     # dequantize_kv
     ("dequantize_kv_bits", lambda: fa.dequantize_kv(*QT, bits=6, group_size=64), ValueError, "bits"),
     ("dequantize_kv_not_array", lambda: fa.dequantize_kv(QT[0], QT[1], None, bits=4, group_size=64), TypeError,
@@ -167,6 +170,10 @@ BRANCHES = [
     ("dequantize_kv_1d_codes", lambda: fa.dequantize_kv(QT[0][0, 0, 0], QT[1][0, 0, 0], QT[2][0, 0, 0], bits=4,
                                                         group_size=64), ValueError, "codes"),
     ("dequantize_kv_last_axis", lambda: fa.dequantize_kv(*QT, bits=8, group_size=64), ValueError, "bits=8"),
+    ("dequantize_kv_scales_dtype", lambda: fa.dequantize_kv(QT[0], QT[1].astype(mx.int32), QT[2], bits=4,
+                                                            group_size=64), TypeError, "scales"),
+    ("dequantize_kv_empty", lambda: fa.dequantize_kv(QT[0][:0], QT[1][:0], QT[2][:0], bits=4, group_size=64),
+     ValueError, "codes"),
     # backends
     ("backend_unknown", plain(backend="tpu"), ValueError, "backend='tpu' is not a backend"),
     ("backend_not_str", plain(backend=1), TypeError, "backend"),

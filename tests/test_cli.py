@@ -75,6 +75,24 @@ def test_bench_refuses_negative_cold_mb(capsys):
     assert info.value.code == 2 and "--cold-mb" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("args, named", [
+    (["--inner", "0"], "--inner"), (["--repeats", "0"], "--repeats"), (["--B", "1,0"], "--B"), (["--S", "0"], "--S"),
+    (["--H-kv", "0"], "--H-kv"), (["--H-q", "5", "--H-kv", "2"], "--H-q"), (["--group-size", "0"], "--group-size"),
+    (["--formats", "q3"], "q3"), (["--formats", "q4", "--group-size", "48"], "group_size"),
+    (["--backends", "tpu"], "--backends"),
+])
+def test_bench_refuses_bad_arguments(args, named, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["bench", "--no-peers", "--backends", "reference", "--formats", "float32", *args])
+    assert info.value.code == 2 and named in capsys.readouterr().err
+
+
+def test_check_refuses_an_unknown_backend(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["check", "--backend", "tpu"])
+    assert info.value.code == 2 and "--backend 'tpu'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("fmt", ["bfloat16", "q4"])
 def test_chain_feeds_each_output_to_the_next_call(fmt):
     """--chain: each implementation's query is its own previous output, across the cache copies

@@ -99,6 +99,7 @@ def test_key_ranges_refused_as_made(start, length):
     ([(None, 1)], TypeError), ([(2**70, 0)], TypeError), (np.zeros((2, 2)), TypeError), (np.zeros((2, 3), int), ValueError),
     (mx.array([[0, 1]], dtype=mx.float32), TypeError), (mx.array([[0, 1, 2]]), ValueError),
     (np.array([[2**64 - 1, 0]], dtype=np.uint64), ValueError),
+    (mx.array(3), ValueError), (np.array(3), ValueError), ([(True, 3)], TypeError), ([[0, True]], TypeError),
 ])
 def test_key_ranges_bad_input(ranges, error):
     with pytest.raises(error, match="key_ranges"):
@@ -153,7 +154,15 @@ def test_padding_ranges_for_every_S(forbid_key_ranges_read):
     ({"right": [0, -2]}, ValueError), ({"left": [[1]]}, ValueError), ({"left": [1.5]}, TypeError),
     ({"left": 5}, TypeError), ({"left": []}, ValueError), ({"left": [2**31]}, ValueError),
     ({"left": [2**30], "right": [2**30]}, ValueError), ({"right": mx.array([True])}, TypeError),
+    ({"left": mx.array(3)}, ValueError), ({"right": [2, True]}, TypeError),
 ])
 def test_padding_ranges_bad_input(kwargs, error):
-    with pytest.raises(error, match="left|right|key_ranges"):
+    with pytest.raises(error, match="^(left|right|KeyRanges.from_padding needs)"):
         fa.KeyRanges.from_padding(**kwargs)
+
+
+@pytest.mark.parametrize("B, S, error", [(1, "a", TypeError), (1, None, TypeError), (1, 4.5, TypeError),
+                                         ("1", 2, TypeError), (1, True, TypeError)])
+def test_checked_for_bad_counts(B, S, error):
+    with pytest.raises(error, match="^[BS] must be an int"):
+        fa.KeyRanges([(0, 1)]).checked_for(B, S)

@@ -224,3 +224,15 @@ def test_sinks_go_to_mlx_sdpa(quantized):
     assert mx.array_equal(out, mx.fast.scaled_dot_product_attention(q, k, v, scale=0.125, sinks=sinks))
     without = mlx_lm_attention.scaled_dot_product_attention(q, keys, values, cache, 0.125, None)
     assert not mx.allclose(without, out)
+
+
+def test_bad_queries_and_caches_named():
+    q, k = mx.zeros((1, 4, 1, 64)), mx.zeros((1, 2, 8, 64))
+    with pytest.raises(TypeError, match="queries"):
+        mlx_lm_attention.scaled_dot_product_attention(q.tolist(), k, k, KVCache(), 0.125, None)
+
+    class BitsOnly:
+        bits = 4
+
+    with pytest.raises(TypeError, match="group_size"):
+        mlx_lm_attention.scaled_dot_product_attention(q, k, k, BitsOnly(), 0.125, None)

@@ -841,7 +841,8 @@ def invalid_calls(draw, kind=None):
             names = "key_ranges"
         elif what.startswith("scale_"):
             kw["scale"] = {"scale_str": "0.125", "scale_bool": True, "scale_list": [0.5],
-                           "scale_nan": draw(st.sampled_from((float("nan"), float("inf"), -float("inf"))))}[what]
+                           "scale_nan": draw(st.sampled_from((float("nan"), float("inf"), -float("inf"),
+                                                               -1e39, 10**400)))}[what]
             exc = VE if what == "scale_nan" else TE
             names = "scale"
         elif what == "backend_unknown":
