@@ -37,7 +37,7 @@ from tests.property.strategies import (
 def _explicit_visibility(case):
     """(B,H_q,L,S) or (NL,B,H_q,L,S) boolean array of the case's visibility (mask+ranges)."""
     vis = oracle.visibility(tuple(case.dims[:3]) + (case.dims[4], case.dims[6]), case.dims[5], case.np_mask(), case.np_key_ranges())
-    return vis if case.layered else vis[0]
+    return _unfive(vis, case.layered)
 
 
 @examples(4)
@@ -98,14 +98,28 @@ def test_fully_masked_rows_are_exact_zeros(case, backend, which):
     assert ratio <= 1.0, case
 
 
+def _five(x, layered):
+    return x if layered else x[None]
+
+
+def _unfive(x, layered):
+    """_five undone: x back in the case's own layout."""
+    return x if layered else x[0]
+
+
+def _additive_mask(case, shape):
+    """The case's additive mask as numpy, broadcast to the 5-D `shape` (NL, B, H_q, L, S)."""
+    add = to_np(case.mask)
+    return np.broadcast_to(add.reshape((1,) * (5 - add.ndim) + add.shape), shape)
+
+
 def _garbage(case, kv, hidden, rng, values):
     """kv with `values` (cycled) written where hidden (NL,B,H_kv,S) is True; same layout."""
     arr = to_np(kv)
-    lay = arr if case.layered else arr[None]
+    lay = _five(arr, case.layered)
     g = rng.choice(values, size=lay.shape)
     lay = np.where(hidden[..., None], g, lay)
-    arr = lay if case.layered else lay[0]
-    return to_mx(arr, kv.dtype)
+    return to_mx(_unfive(lay, case.layered), kv.dtype)
 
 
 @examples(4)
@@ -163,10 +177,6 @@ def check_quantized_hidden_garbage(case, backend, seed):
     assert mx.array_equal(clean, out), case
 
 
-def _five(x, layered):
-    return x if layered else x[None]
-
-
 def _poisoned_rows(case, backend, which, where):
     """Writes NaN (or +inf into a mask) at one visible key of `case`; returns (clean output,
     poisoned output, rows that see it (NL, B, H_q, L), rows that must be NaN there, the value's
@@ -177,10 +187,7 @@ def _poisoned_rows(case, backend, which, where):
     rng = np.random.default_rng(which)
     override, dim = {}, None
     if where in ("mask_nan", "mask_inf"):
-        base = np.zeros(vis.shape)
-        if case.mask_kind == "additive":
-            add = to_np(case.mask)
-            base = np.broadcast_to(add.reshape((1,) * (5 - add.ndim) + add.shape), vis.shape)
+        base = _additive_mask(case, vis.shape) if case.mask_kind == "additive" else np.zeros(vis.shape)
         rows = np.argwhere(vis)
         if not len(rows):
             return None
@@ -190,9 +197,9 @@ def _poisoned_rows(case, backend, which, where):
         poisoned_mask[hit] = np.nan if where == "mask_nan" else np.inf
         sees = np.zeros(vis.shape[:-1], bool)
         sees[hit[:-1]] = True
-        layered = case.layered
-        clean = run_case(case, backend, mask=to_mx(clean_mask if layered else clean_mask[0], mx.float32))
-        override["mask"] = to_mx(poisoned_mask if layered else poisoned_mask[0], mx.float32)
+        must = sees
+        clean = run_case(case, backend, mask=to_mx(_unfive(clean_mask, case.layered), mx.float32))
+        override["mask"] = to_mx(_unfive(poisoned_mask, case.layered), mx.float32)
     else:
         seen = vis.reshape(NL, B, H_kv, G * L, S).any(axis=-2)
         keys = np.argwhere(seen)
@@ -201,24 +208,24 @@ def _poisoned_rows(case, backend, which, where):
         l, b, h, j = keys[rng.integers(len(keys))]
         sees = np.zeros(vis.shape[:-1], bool)
         sees[l, b, h * G:(h + 1) * G] = vis[l, b, h * G:(h + 1) * G, :, j]
+        must = sees
         if where == "scales":  # one group's scale of the key, quantized K
             codes, scales, biases = case.k
             arr = _five(to_np(scales), case.layered).copy()
             arr[l, b, h, j, rng.integers(arr.shape[-1])] = np.nan
-            override["k"] = (codes, to_mx(arr if case.layered else arr[0], scales.dtype), biases)
+            override["k"] = (codes, to_mx(_unfive(arr, case.layered), scales.dtype), biases)
         else:
             kv = case.k if where == "k" else case.v
             arr = _five(to_np(kv), case.layered).copy()
             d = rng.integers(D)
             arr[l, b, h, j, d] = np.nan
-            override[where] = to_mx(arr if case.layered else arr[0], kv.dtype)
+            override[where] = to_mx(_unfive(arr, case.layered), kv.dtype)
             dim = d if where == "v" else None
             if where == "v":  # a weight that underflows float32 to 0 takes no part of the value
                 must = sees.copy()
                 must[l, b, h * G:(h + 1) * G] &= _key_weights(case, vis, l, b, h, j) > WEIGHT_SEEN
         clean = run_case(case, backend)
     poisoned = run_case(case, backend, **override)
-    must = sees if dim is None else must
     return _five(to_np(clean), case.layered), _five(to_np(poisoned), case.layered), sees, must, dim
 
 
@@ -236,8 +243,7 @@ def _key_weights(case, vis, l, b, h, j):
     k = _five(to_np(case.k), case.layered)[l, b, h].astype(np.float64)
     s = (D ** -0.5 if case.scale is None else case.scale) * q @ k.T  # (G, L, S)
     if case.mask_kind == "additive":
-        add = to_np(case.mask)
-        s = s + np.broadcast_to(add.reshape((1,) * (5 - add.ndim) + add.shape), vis.shape)[l, b, h * G:(h + 1) * G]
+        s = s + _additive_mask(case, vis.shape)[l, b, h * G:(h + 1) * G]
     with np.errstate(invalid="ignore"):
         s = np.where(vis[l, b, h * G:(h + 1) * G], s, -np.inf)
         return np.exp(s[..., j] - s.max(axis=-1))
