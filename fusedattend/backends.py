@@ -87,7 +87,7 @@ def resolve(backend) -> str:
 # that can replay it (the GPU backends: `replayer`), the function that launches its kernels from
 # its arrays alone. A decode loop repeats one signature every step (its cache growing a key a
 # step: S is not in the signature); its later steps skip the checks, the dispatch and the launch
-# set-up (tens of µs of host time, docs/gpu.md). Keyed by what picks the backend too. Cleared
+# set-up (tens of µs of host time, docs/h200/journal.md). Keyed by what picks the backend too. Cleared
 # with gpu.clear_caches() when the schedule's constants change.
 _REPLAYS = {}
 _REPLAYS_MAX = 4096

@@ -332,7 +332,7 @@ def kernel_sources(body_file: str, defines=(), launch_bounds=None, constants=(),
 # build_kernel), and its evaluation of the call costs more the longer that string is. NVRTC reads
 # an #include from disk, so on CUDA each file goes by its path where it is a plain file there (an
 # installed package is): about 0.9 KB a kernel instead of 28, the same text compiled. H200,
-# B = 1, S = 2048, queued (docs/gpu.md, "The kernel files by path on CUDA", 2026-11-30): the
+# B = 1, S = 2048, queued (docs/h200/journal.md, "The kernel files by path on CUDA", 2026-11-30): the
 # decode kernel alone 12.7 against 30.7 µs a call, its host time 3.1 against 4.0; the public bf16
 # call 24.8 against 47.1 µs. False hands the text itself (for comparisons).
 CUDA_SOURCES_BY_PATH = os.environ.get("FUSEDATTEND_CUDA_SOURCES_BY_PATH", "1").strip() != "0"

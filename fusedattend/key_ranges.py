@@ -3,13 +3,13 @@
 A (B, 2) mx.array passed as `key_ranges` is read back on the host by every call, so that ranges
 past the call's keys raise. On MLX's CUDA backend arrays live in managed memory: that read moves
 the array's page to the host, and the kernels that read the ranges next wait for it to come back
-(docs/gpu.md, "Key ranges checked once": 3-31% of a bf16 call on the H200). A KeyRanges holds
+(docs/h200/journal.md, "Key ranges checked once": 3-31% of a bf16 call on the H200). A KeyRanges holds
 the Python ints it was made from, checked then; a call compares one int, `min_keys`, with its S.
 
 `KeyRanges.from_padding` says where each request's keys are by its padding (left: before its
 first key, right: after its last), which does not change while a decode loop's cache grows: one
 KeyRanges, one array, serves every step. Each array made from Python is new managed memory the
-host has written, and the first kernel to read it waits for its page (docs/gpu.md, "KeyRanges,
+host has written, and the first kernel to read it waits for its page (docs/h200/journal.md, "KeyRanges,
 and the kernels' padding form"): 25-27 µs of a 110-150 µs padded step at B = 8 and 32,
 S = 2048, queued, on the H200.
 

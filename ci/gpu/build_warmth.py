@@ -4,7 +4,7 @@
     python3 ci/gpu/build_warmth.py --stub 8 512  # anywhere: kernels stubbed (ci/host_cost.py)
 
 The tables' samples build 20 calls (Python and MLX's graph), then mx.eval runs them. Building
-took longer at large shapes for the same Python (docs/gpu.md, "Host build against evaluation":
+took longer at large shapes for the same Python (docs/h200/journal.md, "Host build against evaluation":
 20.9 µs a call at B = 1, S = 2048, 35.5 at S = 32768; MLX's SDPA too). One explanation: while
 mx.eval waits for a long sample, the host thread sleeps, and the next build starts on a core
 that has clocked down and lost its caches. This times each sample's build after its evaluation

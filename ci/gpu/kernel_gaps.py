@@ -1,7 +1,7 @@
 """Where a queued sample's time goes on the GPU: its kernels, and the idle time between them.
 
 The benchmark's samples queue `inner` calls and evaluate them once (fusedattend.bench.time_call);
-at some shapes a sample takes more than its kernels (docs/gpu.md, "What bounds it": 5-25 us a
+at some shapes a sample takes more than its kernels (docs/h200/journal.md, "What bounds it": 5-25 us a
 call at 4-bit B = 8, S = 8192). This runs such samples under torch.profiler, whose CUPTI
 tracing records every kernel of the process, MLX's included, and reads the trace: per sample
 the wall time, the time its calls took to build (before mx.eval), the time from the sample's

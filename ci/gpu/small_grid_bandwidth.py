@@ -6,7 +6,7 @@
 SMALL_GRID_WARPS=N sets the warps a threadgroup (4 by default).
 
 At B = 1 a split decode launch has 16 (S = 2048) to 128 (S = 32768) threadgroups of 4 simdgroups,
-and its kernel reads 8.4 MB or 134 MB of bf16 K/V in 17.7 or 54.9 µs (docs/gpu.md). This times
+and its kernel reads 8.4 MB or 134 MB of bf16 K/V in 17.7 or 54.9 µs (docs/h200/journal.md). This times
 probes without a kernel around them (CUDA only, not product kernels): each warp walks its own
 contiguous run of 8 KB tiles of one region of a 4 GiB buffer (every call another region: out of
 L2), every lane 16 pieces of 16 bytes a tile, folded into one word. Forms:
