@@ -11,7 +11,7 @@
 #   ci/gpu/h200-session.sh profile    the schedule sweep, Nsight Compute counters of each decode
 #                                     kernel and MLX's at two shapes, per-call overhead, the layer axis
 #   ci/gpu/h200-session.sh perf       H200 perf baselines (tests/perf), the benchmark table and plot
-#   ci/gpu/h200-session.sh cold       schedule sweeps as a decode step sees it (docs/gpu.md): K/V
+#   ci/gpu/h200-session.sh cold       schedule sweeps as a decode step sees it (docs/h200/journal.md): K/V
 #                                     out of L2, calls one after the other; one block or split
 #                                     (gpu.SINGLE_PASS_MAX_S), then the split path's schedule
 #   ci/gpu/h200-session.sh cold-bench the benchmark table with K/V that is not in L2
@@ -61,7 +61,7 @@ bench_table() {
     --backends cuda --inner 20 --repeats 5 --budget 1.5 "$@" --json "$OUT/$name.json" --plot "$OUT/$name.png" \
     > "$OUT/$name.log" 2>&1
   tail -40 "$OUT/$name.log"
-  # issue 5's table and targets from the same run (docs/gpu.md, "Targets against what was measured")
+  # issue 5's table and targets from the same run (docs/gpu.md, "Speed against issue 5's targets")
   if [[ -s "$OUT/$name.json" ]]; then
     python3 ci/bench_targets.py "$OUT/$name.json" | tee "$OUT/$name-targets.md" | tail -8
   fi
