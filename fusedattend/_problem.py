@@ -19,6 +19,7 @@ Shapes (layered; without the layer axis when not):
 from __future__ import annotations
 
 import math
+import numbers
 from typing import NamedTuple, Optional
 
 import mlx.core as mx
@@ -186,7 +187,9 @@ def _check_same(a, b, what, names):
 def _scale(scale, D):
     if scale is None:
         return 1.0 / math.sqrt(D)
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+    # Any real number, numpy's scalars included, as mx.fast.scaled_dot_product_attention takes it;
+    # not a bool, nor an mx.array (reading it would wait for the device).
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
         raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
     try:
         scale = float(scale)

@@ -312,6 +312,24 @@ def test_scale_default_is_inverse_sqrt_D(backend):
     assert_oracle(fa.decode_attention(Q, K, V, scale=2, backend=backend), Q, K, V, scale=2.0)  # int accepted
 
 
+@pytest.mark.parametrize("scale", [np.float32(0.25), np.float16(0.25), np.int64(2)], ids=lambda s: type(s).__name__)
+def test_numpy_scalar_scale_is_its_value(scale, backend):
+    """A numpy scalar scale, as mx.fast.scaled_dot_product_attention takes it: the same bits as
+    the Python float of its value, replayed or not."""
+    want = fa.decode_attention(Q, K, V, scale=float(scale), backend=backend)
+    for _ in range(2):  # the second call replays the first's launches
+        assert mx.array_equal(fa.decode_attention(Q, K, V, scale=scale, backend=backend), want)
+    kq, vq = fa.quantize_kv(K.astype(mx.float32)), fa.quantize_kv(V.astype(mx.float32))
+    assert mx.array_equal(fa.quantized_decode_attention(Q, kq, vq, scale=scale, backend=backend),
+                          fa.quantized_decode_attention(Q, kq, vq, scale=float(scale), backend=backend))
+
+
+@pytest.mark.parametrize("scale", [mx.array(0.5), np.bool_(True), np.array([0.5]), 1j], ids=str)
+def test_scale_that_is_not_a_real_number_is_refused(scale, backend):
+    with pytest.raises(TypeError, match="scale must be a float or None"):
+        fa.decode_attention(Q, K, V, scale=scale, backend=backend)
+
+
 def test_non_contiguous_kv(backend):
     buf_k = arr(B, H_KV, 256, D, seed=7)
     buf_v = arr(B, H_KV, 256, D, seed=8)
