@@ -34,6 +34,7 @@ import argparse
 import datetime
 import itertools
 import json
+import os
 import statistics
 import sys
 import time
@@ -299,13 +300,32 @@ def _torch_impl(torch_mods, q, k, v, scale, chain):
 
 
 def _csv(kind):
-    return lambda text: [kind(x) for x in text.split(",") if x]
+    def values(text):
+        parsed = [kind(x) for x in text.split(",") if x]
+        if not parsed:
+            raise argparse.ArgumentTypeError(f"needs at least one value, got {text!r}")
+        return parsed
+
+    return values
 
 
 def _positive(text):
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive int, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive int, got {value}")
+    return value
+
+
+def _seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text}")
     return value
 
 
@@ -329,7 +349,7 @@ def parse_args(argv):
     p.add_argument("--repeats", type=_positive, default=7, help="samples per implementation (best is reported)")
     p.add_argument("--inner", type=_positive, default=8 if on_gpu else 1,
                    help="calls queued per mx.eval (amortises GPU launch latency)")
-    p.add_argument("--budget", type=float, default=3.0, help="stop repeating one timing after this many seconds")
+    p.add_argument("--budget", type=_seconds, default=3.0, help="stop repeating one timing after this many seconds")
     p.add_argument("--cold-mb", type=int, default=0, metavar="N",
                    help="consecutive calls read different copies of the cache, N MB in all (0: one cache)")
     p.add_argument("--chain", action="store_true",
@@ -354,6 +374,11 @@ def parse_args(argv):
     unknown = [name for name in args.backends if name not in fa.available_backends()]
     if unknown:
         p.error(f"--backends: {unknown} not available here; available: {fa.available_backends()}")
+    for flag, path in (("--json", args.json), ("--plot", args.plot)):
+        # before the sweep, not after it: a sweep can take many minutes
+        folder = os.path.dirname(os.path.abspath(path)) if path else None
+        if folder and not os.path.isdir(folder):
+            p.error(f"{flag}: the folder {folder} does not exist")
     return args
 
 

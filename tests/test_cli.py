@@ -79,7 +79,10 @@ def test_bench_refuses_negative_cold_mb(capsys):
     (["--inner", "0"], "--inner"), (["--repeats", "0"], "--repeats"), (["--B", "1,0"], "--B"), (["--S", "0"], "--S"),
     (["--H-kv", "0"], "--H-kv"), (["--H-q", "5", "--H-kv", "2"], "--H-q"), (["--group-size", "0"], "--group-size"),
     (["--formats", "q3"], "q3"), (["--formats", "q4", "--group-size", "48"], "group_size"),
-    (["--backends", "tpu"], "--backends"),
+    (["--backends", "tpu"], "--backends"), (["--S", "abc"], "--S: must be a positive int, got 'abc'"),
+    (["--B", ","], "--B: needs at least one value"), (["--budget", "nan"], "--budget"),
+    (["--budget", "-1"], "--budget"), (["--json", "no/such/folder/run.json"], "--json"),
+    (["--plot", "no/such/folder/run.png"], "--plot"),
 ])
 def test_bench_refuses_bad_arguments(args, named, capsys):
     with pytest.raises(SystemExit) as info:
