@@ -15,7 +15,6 @@ each sample after an evaluation as the benchmark does, the variants taking turns
 Cases as in the cold table (fusedattend.bench.cold_cases, 200 MB of K/V copies in turn). Prints
 one JSON line a case and variant: build µs a call (median and least), evaluation µs a call.
 """
-import argparse
 import itertools
 import json
 import statistics
@@ -30,6 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import fusedattend as fa  # noqa: E402
 from fusedattend import _problem, backends, gpu  # noqa: E402
 from fusedattend.bench import cold_cases, in_turn  # noqa: E402
+
+import build_probe_args  # noqa: E402
 
 INNER = 20
 PEERS = {"bfloat16": "mx.fast.sdpa", "q4": "mlx_lm.qsdpa"}
@@ -87,19 +88,8 @@ def empty_kernel():
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("shapes", nargs="*", type=int, default=[1, 2048, 32, 32768], help="B S pairs")
-    p.add_argument("--rounds", type=int, default=15)
-    p.add_argument("--cold-mb", type=int, default=200)
-    p.add_argument("--stub", action="store_true", help="kernels stubbed: the script's own check")
-    args = p.parse_args()
-    if len(args.shapes) % 2:
-        p.error("shapes: B S pairs")
-    if args.stub:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-        import host_cost
-        host_cost.stub_cuda()
-    for B, S in zip(args.shapes[::2], args.shapes[1::2]):
+    args = build_probe_args.parse(__doc__, [1, 2048, 32, 32768])
+    for B, S in args.pairs:
         for fmt, peer in PEERS.items():
             cases = cold_cases(B, S, fmt, args.cold_mb << 20)
             per_copy = [pieces(case, "cuda") for case in cases]

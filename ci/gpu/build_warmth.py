@@ -17,7 +17,6 @@ Cases as in the cold table (fusedattend.bench.cold_cases, 200 MB of K/V copies i
 independent). Prints one JSON line a case and condition: build µs a call (median, least),
 evaluation µs a call (median), the host thread's CPU share during evaluation (median).
 """
-import argparse
 import json
 import statistics
 import sys
@@ -29,6 +28,8 @@ import mlx.core as mx
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from fusedattend.bench import cold_cases, in_turn  # noqa: E402
+
+import build_probe_args  # noqa: E402
 
 IMPLS = {"bfloat16": ["cuda", "mx.fast.sdpa"], "q4": ["cuda", "mlx_lm.qsdpa"]}
 INNER = 20
@@ -58,21 +59,9 @@ def sample(call, before):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("shapes", nargs="*", type=int, default=[1, 2048, 32, 2048, 32, 32768],
-                   help="B S pairs")
-    p.add_argument("--rounds", type=int, default=15)
-    p.add_argument("--cold-mb", type=int, default=200)
-    p.add_argument("--stub", action="store_true", help="kernels stubbed: the script's own check")
-    args = p.parse_args()
-    if len(args.shapes) % 2:
-        p.error("shapes: B S pairs")
+    args = build_probe_args.parse(__doc__, [1, 2048, 32, 2048, 32, 32768])
     backends = ["cuda"]
-    if args.stub:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-        import host_cost
-        host_cost.stub_cuda()
-    for B, S in zip(args.shapes[::2], args.shapes[1::2]):
+    for B, S in args.pairs:
         for fmt, names in IMPLS.items():
             impls = in_turn(cold_cases(B, S, fmt, args.cold_mb << 20), backends)
             for name in names:
