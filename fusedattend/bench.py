@@ -309,24 +309,23 @@ def _csv(kind):
     return values
 
 
-def _positive(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive int, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive int, got {value}")
+def _at_least(kind, least, what):
+    """An argparse type: the text read as `kind` and at least `least` (NaN is not), or a usage
+    error saying it must be `what`."""
+    def value(text):
+        try:
+            number = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+        if not number >= least:  # NaN too
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text}")
+        return number
+
     return value
 
 
-def _seconds(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if not value >= 0:  # NaN too
-        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text}")
-    return value
+_positive = _at_least(int, 1, "a positive int")
+_seconds = _at_least(float, 0, "a number of seconds >= 0")
 
 
 def parse_args(argv):
@@ -350,7 +349,7 @@ def parse_args(argv):
     p.add_argument("--inner", type=_positive, default=8 if on_gpu else 1,
                    help="calls queued per mx.eval (amortises GPU launch latency)")
     p.add_argument("--budget", type=_seconds, default=3.0, help="stop repeating one timing after this many seconds")
-    p.add_argument("--cold-mb", type=int, default=0, metavar="N",
+    p.add_argument("--cold-mb", type=_at_least(int, 0, "an int >= 0"), default=0, metavar="N",
                    help="consecutive calls read different copies of the cache, N MB in all (0: one cache)")
     p.add_argument("--chain", action="store_true",
                    help="each call's query is the previous call's output: calls run one after the other, "
@@ -359,8 +358,6 @@ def parse_args(argv):
     p.add_argument("--plot", default=None, help="write a GB/s-vs-S plot here (needs matplotlib)")
     args = p.parse_args(argv)
     args.backends = args.backends or fa.available_backends()
-    if args.cold_mb < 0:
-        p.error(f"--cold-mb must be >= 0, got {args.cold_mb}")
     if args.H_q % args.H_kv:
         p.error(f"--H-q must be a multiple of --H-kv, got {args.H_q} and {args.H_kv}")
     for fmt in args.formats:
