@@ -28,6 +28,9 @@ settings.register_profile(
 # Only the pinned edge cases (@example): for runs where every call is slow, as under
 # compute-sanitizer (ci/gpu/h200-session.sh sanitize).
 settings.register_profile("pinned", phases=[Phase.explicit], deadline=None, suppress_health_check=_SLOW_OK)
+# The pinned cases and a few freshly drawn ones (3 x factor): the sanitizers' "random" set, so
+# that each sanitizer run also sees layouts, masks and key ranges no fixed set holds.
+settings.register_profile("sanitize", max_examples=3, deadline=None, suppress_health_check=_SLOW_OK)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 

@@ -6,8 +6,10 @@
 #   ci/gpu/h200-session.sh sanitize   compute-sanitizer memcheck and racecheck over the parity
 #                                     grids A, Q and B, the pinned quantized layouts and the
 #                                     schedule tests of plain K/V on decode_mma.metal and the
-#                                     key_ranges tests (SANITIZER_SETS, SANITIZER_TOOLS pick;
-#                                     SANITIZER_PARALLEL=1 runs them side by side)
+#                                     key_ranges tests (SANITIZER_SETS, SANITIZER_TOOLS pick:
+#                                     initcheck and synccheck too, and the property suite on
+#                                     drawn cases, set random; SANITIZER_PARALLEL=1 runs them
+#                                     side by side)
 #   ci/gpu/h200-session.sh profile    the schedule sweep, Nsight Compute counters of each decode
 #                                     kernel and MLX's at two shapes, per-call overhead, the layer axis
 #   ci/gpu/h200-session.sh perf       H200 perf baselines (tests/perf), the benchmark table and plot
@@ -44,10 +46,20 @@ split_mma=(tests/kernels/test_gpu_schedule.py -k "split_mma or quantized_block_e
 # Per-request key ranges as each call passes them (none of the grids above has any): blocks left
 # empty, replays with new values, views of wider arrays, and the refused values (6e60b02).
 key_ranges=(tests/kernels/test_gpu_schedule.py tests/test_replay.py tests/test_api.py -k key_ranges)
-# sanitized LOG SECONDS TESTS...: the tests under compute-sanitizer --tool $tool, into $OUT/LOG.log
+# Opt-in (SANITIZER_SETS=random): the property suite under HYPOTHESIS_PROFILE=sanitize, its pinned
+# cases and 3 x factor cases drawn afresh each run (shapes, strided and quantized layouts, masks,
+# key ranges, the layer axis), where every set above is fixed. SANITIZER_RANDOM_TESTS narrows it
+# (pytest arguments, split at spaces).
+# shellcheck disable=SC2206
+random_cases=(${SANITIZER_RANDOM_TESTS:-tests/property})
+# sanitized LOG SECONDS TESTS...: the tests under compute-sanitizer --tool $tool, into $OUT/LOG.log.
+# SANITIZER_OPTIONS go to compute-sanitizer as they are: initcheck needs "--check-api-memory-access
+# no", or MLX's own copies of whole buffers (CudaAllocator::move_to_unified_memory's cudaMemcpy
+# of bytes no one wrote) fill its report (docs/h200/more-sanitizers/).
 sanitized() {
   local log=$1 seconds=$2; shift 2
-  timeout "$seconds" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+  # shellcheck disable=SC2086
+  timeout "$seconds" compute-sanitizer --tool "$tool" ${SANITIZER_OPTIONS:-} --error-exitcode 99 \
     python3 -m pytest "$@" --backend cuda -v -p no:cacheprovider > "$OUT/$log.log" 2>&1
   echo "$tool rc=$?" >> "$OUT/$log.log"
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|rc=" "$OUT/$log.log" | tail -4
@@ -97,10 +109,11 @@ case "${1:-}" in
         # memcheck over split_mma: 123 s alone (08:19), past 120 s beside the suites (08:07).
         split_mma) FUSEDATTEND_PEERS_ON_CPU=1 sanitized "$tool-split-mma" "${SANITIZER_MMA_S:-200}" "${split_mma[@]}" ;;
         key_ranges) sanitized "$tool-key-ranges" "${SANITIZER_RANGES_S:-150}" "${key_ranges[@]}" ;;
+        random) HYPOTHESIS_PROFILE=sanitize sanitized "$tool-random" "${SANITIZER_RANDOM_S:-400}" "${random_cases[@]}" ;;
       esac
     }
     for set in ${SANITIZER_SETS:-}; do
-      [[ " grid grid_b layouts split_mma key_ranges " == *" $set "* ]] || { echo "unknown sanitizer set: $set (grid, grid_b, layouts, split_mma, key_ranges)" >&2; exit 2; }
+      [[ " grid grid_b layouts split_mma key_ranges random " == *" $set "* ]] || { echo "unknown sanitizer set: $set (grid, grid_b, layouts, split_mma, key_ranges, random)" >&2; exit 2; }
     done
     for tool in ${SANITIZER_TOOLS:-memcheck racecheck}; do
       for set in ${SANITIZER_SETS:-grid grid_b layouts split_mma key_ranges}; do
