@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Call 199 (2026-12-04), after staging as for call 196: synccheck over the property suite on
+# Call 199 (2026-12-05), after staging as for call 196: synccheck over the property suite on
 # drawn cases (the "random" set, HYPOTHESIS_PROFILE=sanitize), which calls 197-198 ran under the
 # other three tools; six groups side by side, each its own process.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
