@@ -9,7 +9,7 @@
 #                                     key_ranges tests (SANITIZER_SETS, SANITIZER_TOOLS pick:
 #                                     initcheck and synccheck too, and the property suite on
 #                                     drawn cases, set random; SANITIZER_PARALLEL=1 runs them
-#                                     side by side)
+#                                     side by side, random as one process a property file)
 #   ci/gpu/h200-session.sh profile    the schedule sweep, Nsight Compute counters of each decode
 #                                     kernel and MLX's at two shapes, per-call overhead, the layer axis
 #   ci/gpu/h200-session.sh perf       H200 perf baselines (tests/perf), the benchmark table and plot
@@ -49,7 +49,9 @@ key_ranges=(tests/kernels/test_gpu_schedule.py tests/test_replay.py tests/test_a
 # Opt-in (SANITIZER_SETS=random): the property suite under HYPOTHESIS_PROFILE=sanitize, its pinned
 # cases and 3 x factor cases drawn afresh each run (shapes, strided and quantized layouts, masks,
 # key ranges, the layer axis), where every set above is fixed. SANITIZER_RANDOM_TESTS narrows it
-# (pytest arguments, split at spaces).
+# (pytest arguments, split at spaces). In one process it takes more than 540 s under any tool
+# (docs/h200/more-sanitizers/), so SANITIZER_PARALLEL=1 gives each property file a process
+# of its own (logs TOOL-random-FILE.log); its longest file, test_batch_invariance.py, took 182 s.
 # shellcheck disable=SC2206
 random_cases=(${SANITIZER_RANDOM_TESTS:-tests/property})
 # sanitized LOG SECONDS TESTS...: the tests under compute-sanitizer --tool $tool, into $OUT/LOG.log.
@@ -62,8 +64,9 @@ sanitized() {
   timeout "$seconds" compute-sanitizer --tool "$tool" ${SANITIZER_OPTIONS:-} --error-exitcode 99 \
     python3 -m pytest "$@" --backend cuda -v -p no:cacheprovider > "$OUT/$log.log" 2>&1
   echo "$tool rc=$?" >> "$OUT/$log.log"
-  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|rc=" "$OUT/$log.log" | tail -4
-  grep -E "Race reported" "$OUT/$log.log" | sort | uniq -c
+  # prefixed with the log's name: under SANITIZER_PARALLEL=1 the processes' lines interleave
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|rc=" "$OUT/$log.log" | tail -4 | sed "s|^|$log: |"
+  grep -E "Race reported" "$OUT/$log.log" | sort | uniq -c | sed "s|^|$log: |"
 }
 # The benchmark table of docs/gpu.md (issue 5's shapes, peers in the same run) into $OUT/NAME.*:
 # bench_table NAME SECONDS [more bench options]
@@ -109,7 +112,15 @@ case "${1:-}" in
         # memcheck over split_mma: 123 s alone (08:19), past 120 s beside the suites (08:07).
         split_mma) FUSEDATTEND_PEERS_ON_CPU=1 sanitized "$tool-split-mma" "${SANITIZER_MMA_S:-200}" "${split_mma[@]}" ;;
         key_ranges) sanitized "$tool-key-ranges" "${SANITIZER_RANGES_S:-150}" "${key_ranges[@]}" ;;
-        random) HYPOTHESIS_PROFILE=sanitize sanitized "$tool-random" "${SANITIZER_RANDOM_S:-400}" "${random_cases[@]}" ;;
+        random)
+          if [[ ${SANITIZER_PARALLEL:-0} == 1 && -z ${SANITIZER_RANDOM_TESTS:-} ]]; then
+            for file in tests/property/test_*.py; do
+              HYPOTHESIS_PROFILE=sanitize sanitized "$tool-random-$(basename "$file" .py)" "${SANITIZER_RANDOM_S:-400}" "$file" &
+            done
+            wait
+          else
+            HYPOTHESIS_PROFILE=sanitize sanitized "$tool-random" "${SANITIZER_RANDOM_S:-400}" "${random_cases[@]}"
+          fi ;;
       esac
     }
     for set in ${SANITIZER_SETS:-}; do
