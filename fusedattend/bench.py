@@ -54,16 +54,57 @@ FUSED_BACKENDS = fa.BACKENDS
 # --- timing helpers (shared with tests/perf) ---------------------------------------------------
 
 
+class Samples(list):
+    """Seconds per call, one a sample; `inner` is how many calls each sample queued."""
+
+    inner = 1
+
+
+# A sample's queued calls all stay alive until its one mx.eval ends, transients included: at most
+# this share of the GPU's memory goes to them (dequant+sdpa at B = 32, S = 32768 holds 4.3 GB a
+# call, and 20 of them ran out of memory on an 80 GB H100, 2026-12-05).
+QUEUED_MEMORY_SHARE = 0.75
+
+
+def _gpu_memory_bytes():
+    """The GPU's memory as MLX reports it (its key differs by backend), or None (a CPU)."""
+    if mx.default_device() != mx.gpu:
+        return None
+    info = mx.device_info()
+    for key in ("max_recommended_working_set_size", "memory_size", "total_memory"):
+        if info.get(key):
+            return int(info[key])
+    return None
+
+
+def calls_that_fit(per_call_bytes, active_bytes, memory_bytes, share=QUEUED_MEMORY_SHARE):
+    """How many calls of `per_call_bytes` each fit beside `active_bytes` in `share` of
+    `memory_bytes` (at least 1; None when the memory is unknown: no limit)."""
+    if memory_bytes is None or per_call_bytes <= 0:
+        return None
+    return max(1, int((share * memory_bytes - active_bytes) // per_call_bytes))
+
+
 def time_call(fn, repeats=5, inner=1, warmup=1, budget_s=None):
     """Seconds per call of `fn`, one sample per repeat, each sample `inner` calls then one mx.eval.
 
     MLX is lazy: each sample evaluates what its calls returned, so the sample times the work.
-    On a GPU, inner > 1 queues several calls per evaluation so launch latency is amortised.
+    On a GPU, inner > 1 queues several calls per evaluation so launch latency is amortised;
+    fewer are queued where `inner` of them would not fit in memory together (the warm-up
+    measures a call's peak, so warmup=0 queues `inner` regardless; the samples' `inner` says
+    how many were).
     With budget_s, repeats stop early once that much time was spent (at least one sample).
     """
+    per_call = 0
     for _ in range(warmup):
+        active = mx.get_active_memory()
+        mx.reset_peak_memory()
         mx.eval(fn())
-    samples = []
+        per_call = max(per_call, mx.get_peak_memory() - active)
+    if inner > 1:
+        inner = min(inner, calls_that_fit(per_call, mx.get_active_memory(), _gpu_memory_bytes()) or inner)
+    samples = Samples()
+    samples.inner = inner
     spent = 0.0
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -404,6 +445,7 @@ def run_sweep(args, log=print):
                     best = min(samples)
                     row = {"format": fmt, "B": B, "S": S, "impl": name, "us": best * 1e6,
                            "median_us": statistics.median(samples) * 1e6, "samples": len(samples),
+                           "inner": samples.inner,
                            "kv_bytes": case["kv_bytes"], "gbps": case["kv_bytes"] / best / 1e9}
                     rows.append(row)
                     log(f" {row['us']:>11.1f} µs {row['gbps']:>7.2f} GB/s")

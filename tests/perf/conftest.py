@@ -62,5 +62,5 @@ def pytest_benchmark_update_machine_info(config, machine_info):
 
 @pytest.fixture(scope="session")
 def peer_times():
-    """(case key, peer name) -> seconds per call, measured once per session with bench.time_call."""
+    """(case key, peer name) -> bench.time_call's samples (seconds per call), measured once a session."""
     return {}
