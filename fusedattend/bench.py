@@ -448,7 +448,8 @@ def run_sweep(args, log=print):
                            "inner": samples.inner,
                            "kv_bytes": case["kv_bytes"], "gbps": case["kv_bytes"] / best / 1e9}
                     rows.append(row)
-                    log(f" {row['us']:>11.1f} µs {row['gbps']:>7.2f} GB/s")
+                    fewer = "" if samples.inner == args.inner else f"  ({samples.inner} queued: more would not fit)"
+                    log(f" {row['us']:>11.1f} µs {row['gbps']:>7.2f} GB/s{fewer}")
                 del case, cases, impls
     return bandwidth, rows, failures
 
