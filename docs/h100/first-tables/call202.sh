@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Call 202 (2026-12-05, NVIDIA H100 80GB HBM3), after staging: the perf baselines and the two
+# Call 202 (written 2026-12-05, NOT RUN yet: no machine could be leased), after staging on an H100: the perf baselines and the two
 # benchmark tables again, now that bench.time_call queues only the calls that fit in memory
 # (call 201's perf record ran out of memory at dequant+sdpa, B = 32, S = 32768).
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
