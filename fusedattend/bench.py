@@ -85,6 +85,14 @@ def calls_that_fit(per_call_bytes, active_bytes, memory_bytes, share=QUEUED_MEMO
     return max(1, int((share * memory_bytes - active_bytes) // per_call_bytes))
 
 
+def _peak_bytes(fn):
+    """Evaluates one call of `fn`; the memory it held at its peak beyond what was already allocated."""
+    active = mx.get_active_memory()
+    mx.reset_peak_memory()
+    mx.eval(fn())
+    return mx.get_peak_memory() - active
+
+
 def time_call(fn, repeats=5, inner=1, warmup=1, budget_s=None):
     """Seconds per call of `fn`, one sample per repeat, each sample `inner` calls then one mx.eval.
 
@@ -95,14 +103,12 @@ def time_call(fn, repeats=5, inner=1, warmup=1, budget_s=None):
     how many were).
     With budget_s, repeats stop early once that much time was spent (at least one sample).
     """
-    per_call = 0
-    for _ in range(warmup):
-        active = mx.get_active_memory()
-        mx.reset_peak_memory()
-        mx.eval(fn())
-        per_call = max(per_call, mx.get_peak_memory() - active)
-    if inner > 1:
+    if inner > 1 and warmup:  # only queued calls need the warm-up's peak
+        per_call = max(_peak_bytes(fn) for _ in range(warmup))
         inner = min(inner, calls_that_fit(per_call, mx.get_active_memory(), _gpu_memory_bytes()) or inner)
+    else:
+        for _ in range(warmup):
+            mx.eval(fn())
     samples = Samples()
     samples.inner = inner
     spent = 0.0
