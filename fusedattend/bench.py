@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import itertools
 import json
 import os
@@ -91,6 +92,20 @@ def _peak_bytes(fn):
     mx.reset_peak_memory()
     mx.eval(fn())
     return mx.get_peak_memory() - active
+
+
+def release_memory():
+    """Hands back the memory MLX, and torch where it was imported, keep cached for reuse.
+
+    Each allocator keeps the buffers it freed and neither counts the other's, so on an 80 GB H100
+    a shape allocated after the largest ones could run out of memory (call 202, 2026-12-05).
+    Call it between shapes, not between samples of one shape.
+    """
+    gc.collect()
+    mx.clear_cache()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def time_call(fn, repeats=5, inner=1, warmup=1, budget_s=None):
@@ -457,6 +472,7 @@ def run_sweep(args, log=print):
                     fewer = "" if samples.inner == args.inner else f"  ({samples.inner} queued: more would not fit)"
                     log(f" {row['us']:>11.1f} µs {row['gbps']:>7.2f} GB/s{fewer}")
                 del case, cases, impls
+                release_memory()
     return bandwidth, rows, failures
 
 

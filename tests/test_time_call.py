@@ -1,4 +1,7 @@
-"""bench.time_call queues no more calls a sample than fit in the GPU's memory together."""
+"""bench.time_call queues no more calls a sample than fit in the GPU's memory together, and
+bench.release_memory empties MLX's (and torch's) caches between shapes."""
+
+import sys
 
 import mlx.core as mx
 
@@ -31,3 +34,19 @@ def test_time_call_queues_all_without_a_memory_size(monkeypatch):
     monkeypatch.setattr(bench, "_gpu_memory_bytes", lambda: None)
     samples = bench.time_call(_big_transient, repeats=2, inner=8)
     assert samples.inner == 8
+
+
+def test_release_memory_empties_both_caches(monkeypatch):
+    emptied = []
+    cuda = type("cuda", (), {"is_available": staticmethod(lambda: True),
+                             "empty_cache": staticmethod(lambda: emptied.append(True))})
+    monkeypatch.setitem(sys.modules, "torch", type("torch", (), {"cuda": cuda}))
+    mx.eval(_big_transient())
+    bench.release_memory()
+    assert emptied == [True] and mx.get_cache_memory() == 0
+
+
+def test_release_memory_without_torch(monkeypatch):
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    bench.release_memory()
+    assert mx.get_cache_memory() == 0

@@ -34,7 +34,8 @@ _cases = {}
 def _case(B, S, fmt, **shape):
     key = (B, S, fmt, tuple(sorted(shape.items())))
     if key not in _cases:
-        _cases.clear()  # one shape's cache at a time: the large ones are hundreds of MB
+        _cases.clear()  # one shape's cache at a time: the large ones are GBs
+        bench.release_memory()
         _cases[key] = bench.make_case(B, S, fmt, **shape)
     return key, _cases[key]
 
