@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Call 202 (written 2026-12-05, NOT RUN yet: no machine could be leased), after staging on an H100: the perf baselines and the two
-# benchmark tables again, now that bench.time_call queues only the calls that fit in memory
-# (call 201's perf record ran out of memory at dequant+sdpa, B = 32, S = 32768).
+# Call 202 (2026-12-05, 16:18–16:21 UTC, NVIDIA H100 80GB HBM3), after staging: the perf
+# baselines and the two benchmark tables again, now that bench.time_call queues only the calls
+# that fit in memory (call 201's perf record ran out of memory at dequant+sdpa, B = 32,
+# S = 32768). The record still failed 8 tests out of memory; call203.sh is the next fix.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 python3 -c 'import mlx.core as mx; print(mx.device_info())' > $OUT/device_info.txt || exit 3
 python3 -m fusedattend.chip >> $OUT/device_info.txt; date -u > $OUT/times.txt
