@@ -8,7 +8,7 @@ ROUNDS rounds, µs a step. Each variant on fresh caches:
   no attention    each layer's attention replaced by its queries (the cache is still updated)
   dequant+sdpa    the 4-bit cache dequantized, then MLX's SDPA
   one at a time   patched, each step evaluated before the next is built: "build + evaluate"
-and, apart from any model, a layer's cache update alone (update_and_fetch of one token, 4 caches,
+(BATCHES="1" for B = 1 alone)and, apart from any model, a layer's cache update alone (update_and_fetch of one token, 4 caches,
 STEPS steps queued) and a layer's attention alone on the cache views it returns.
 """
 
@@ -105,7 +105,7 @@ def row(B, cache, variant, value):
     print(f"B={B} {cache:<5} {variant:<16} {shown}", flush=True)
 
 
-for B in (1, 8):
+for B in [int(b) for b in os.environ.get("BATCHES", "1 8").split()]:
     for quant in (False, True):
         name = "q4" if quant else "bf16"
         fresh = lambda: d.filled_caches(model, B, S, quant)  # noqa: E731
