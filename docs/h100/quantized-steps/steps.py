@@ -8,7 +8,8 @@ ROUNDS rounds, µs a step. Each variant on fresh caches:
   no attention    each layer's attention replaced by its queries (the cache is still updated)
   dequant+sdpa    the 4-bit cache dequantized, then MLX's SDPA
   one at a time   patched, each step evaluated before the next is built: "build + evaluate"
-(BATCHES="1" for B = 1 alone)and, apart from any model, a layer's cache update alone (update_and_fetch of one token, 4 caches,
+(BATCHES="1" for B = 1 alone),
+and, apart from any model, a layer's cache update alone (update_and_fetch of one token, 4 caches,
 STEPS steps queued) and a layer's attention alone on the cache views it returns.
 """
 
