@@ -96,24 +96,34 @@ def patch_passing_masks():
     return undo
 
 
-def ms_per_token(model, caches, batch, steps, warmup):
-    """Greedy decode of warmup + steps tokens as mlx_lm's generate_step queues them; ms a token."""
+def greedy_steps(model, caches, batch, steps):
+    """`steps` greedy tokens as mlx_lm's generate_step queues them: each step built and sent
+    (mx.async_eval) before the token of the step before is read (mx.eval); the last token."""
+    if steps < 1:
+        return None
+
     def step(tokens):
         return mx.argmax(model(tokens[:, None], cache=caches)[:, -1], axis=-1)
 
     y = step(mx.zeros((batch,), dtype=mx.int32))
     mx.async_eval(y)
-    for n in range(warmup + steps):
-        if n == warmup:
-            start = time.perf_counter()
+    for _ in range(steps - 1):
         next_y = step(y)
         mx.async_eval(next_y)
         mx.eval(y)  # the token a server would hand out now
         y = next_y
     mx.eval(y)
+    return y
+
+
+def ms_per_token(model, caches, batch, steps, warmup):
+    """Greedy decode of warmup + steps tokens (greedy_steps), the last `steps` timed; ms a token."""
+    greedy_steps(model, caches, batch, warmup)
+    start = time.perf_counter()
+    greedy_steps(model, caches, batch, steps)
     elapsed = time.perf_counter() - start
     for cache in caches:
-        cache.trim(warmup + steps + 1)
+        cache.trim(warmup + steps)
     return 1e3 * elapsed / steps
 
 

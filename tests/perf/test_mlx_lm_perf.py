@@ -3,21 +3,19 @@ attention timed in the same run (GPU backends only).
 
 The model has Llama-3-8B's attention (hidden 4096, 32 query heads over 8 kv heads of D = 128)
 in 4 layers, with a small MLP (1024) and vocabulary (1024), so that attention is most of a step.
-Its caches are mlx_lm's own, filled with S random keys. A round queues STEPS greedy steps (each
-step's token from the step before), evaluates them, and trims the caches back to S. The stored
-time is a round's; `calls_per_round` is STEPS, so a "call" is a model step.
-extra_info: ratio_mlx_lm = mlx_lm's step / ours (> 1: patched is faster), and for a
-QuantizedKVCache, whose decode mlx_lm's own attention cannot run on MLX 0.32.4's CUDA backend
-(`mlx_lm` then holds its error), ratio_mlx_lm.bf16 = mlx_lm with a bf16 KVCache instead. The
-BatchKVCache rows hold left-padded requests (request i: S - i * S // (2 B) keys), as mlx_lm's
-BatchGenerator does; patched, their padding reaches the kernels as key_ranges. kv_bytes counts
-the keys and values a step's attention reads (padding left out), gbps those over a step's time.
+Its caches are mlx_lm's own, filled with S random keys. A round takes STEPS greedy steps as
+mlx_lm's generate_step does (each step sent with mx.async_eval before the step before's token is
+read: ci/gpu/mlx_lm_decode.py's greedy_steps), and trims the caches back to S. The stored time is
+a round's; `calls_per_round` is STEPS, so a "call" is a model step. Up to H200 baseline 0039 and
+H100 0001 a round queued all STEPS steps and evaluated them once. MLX's CUDA backend then built
+CUDA graphs anew every round (cudaGraphInstantiate: 7.9 ms of host time in a 4-bit round, 4.9 in a
+bf16 one), and the 4-bit rows read 0.30-0.50x mlx_lm's bf16 step on an H100, while a 32-layer
+model generating tokens took 7.67 ms a token over a 4-bit cache against 7.22 over a bf16 one
+(docs/h100/quantized-steps/).
 """
 
-import gc
 import importlib.util
 import statistics
-import sys
 from pathlib import Path
 
 import mlx.core as mx
@@ -47,10 +45,7 @@ CASES = [("KVCache", 1, 2048), ("KVCache", 1, 32768), ("KVCache", 8, 8192), ("Qu
 def model():
     # After the rest of the perf suite, MLX's and torch's caches held so much of the GPU that
     # these rows failed allocating (cudaGraphInstantiate: out of memory; docs/h200/key-ranges/).
-    gc.collect()
-    mx.clear_cache()
-    if "torch" in sys.modules and sys.modules["torch"].cuda.is_available():
-        sys.modules["torch"].cuda.empty_cache()
+    bench.release_memory()
     args = llama.ModelArgs(model_type="llama", hidden_size=4096, num_hidden_layers=LAYERS, intermediate_size=1024,
                            num_attention_heads=32, num_key_value_heads=8, rms_norm_eps=1e-5, vocab_size=1024)
     m = llama.Model(args)
@@ -72,11 +67,8 @@ def make_caches(model, kind, B, S):
 
 
 def steps_round(model, caches, B):
-    """STEPS greedy steps queued, evaluated, and the caches trimmed back."""
-    y = mx.zeros((B,), dtype=mx.int32)
-    for _ in range(STEPS):
-        y = mx.argmax(model(y[:, None], cache=caches)[:, -1], axis=-1)
-    mx.eval(y)
+    """STEPS greedy steps as mlx_lm's generate_step takes them, and the caches trimmed back."""
+    decode_script.greedy_steps(model, caches, B, STEPS)
     for cache in caches:
         cache.trim(STEPS)
 
