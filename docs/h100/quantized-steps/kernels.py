@@ -4,6 +4,8 @@ torch.profiler's CUDA activity is CUPTI's, which records every kernel and copy o
 MLX's included. B = 1, S = 8192: a warm-up round, then one profiled round each of: bf16 KVCache
 patched, 4-bit QuantizedKVCache patched (queued), the same one step at a time, and the 4-bit
 cache's updates alone (no model). Prints each one's kernels by total GPU time, and its wall time.
+B=8 profiles another batch; ROUND=generate takes the model's rounds as mlx_lm's generate_step
+does (greedy_steps), not queued (call 209).
 """
 
 import os
@@ -20,7 +22,18 @@ src = open(os.path.join(here, "steps.py")).read().split("rows = []")[0]  # the m
 exec(compile(src, "steps.py", "exec"))
 
 torch.zeros(1, device="cuda")  # CUDA context for torch before profiling
-B = 1
+B = int(os.environ.get("B", "1"))
+ROUND = os.environ.get("ROUND", "queued")
+
+
+def model_round(caches):
+    if ROUND == "generate":
+        d.greedy_steps(model, caches, B, STEPS)
+        for c in caches:
+            c.trim(STEPS)
+    else:
+        queued_round(caches, B)
+
 out = os.environ.get("OUT", ".")
 
 
@@ -38,10 +51,11 @@ def profiled(label, caches, fn):
     prof.export_chrome_trace(os.path.join(out, label.replace(" ", "_") + ".json"))
 
 
+print(f"B = {B}, rounds {ROUND}", flush=True)
 for quant, label in ((False, "bf16 patched"), (True, "q4 patched")):
     caches = d.filled_caches(model, B, S, quant)
     restore = fa.patch_mlx_lm()
-    profiled(label, caches, lambda: queued_round(caches, B))
+    profiled(label, caches, lambda: model_round(caches))
     if quant:
         profiled("q4 one at a time", caches, lambda: one_at_a_time(caches, B))
     restore()
