@@ -5,7 +5,8 @@ MLX's included. B = 1, S = 8192: a warm-up round, then one profiled round each o
 patched, 4-bit QuantizedKVCache patched (queued), the same one step at a time, and the 4-bit
 cache's updates alone (no model). Prints each one's kernels by total GPU time, and its wall time.
 B=8 profiles another batch; ROUND=generate takes the model's rounds as mlx_lm's generate_step
-does (greedy_steps), not queued (call 209).
+does (greedy_steps), not queued (call 209); LAYERS=32 profiles ci/gpu/mlx_lm_decode.py's whole
+Llama-3-8B-shaped model of that many layers instead of steps.py's 4-layer one.
 """
 
 import os
@@ -22,6 +23,8 @@ src = open(os.path.join(here, "steps.py")).read().split("rows = []")[0]  # the m
 exec(compile(src, "steps.py", "exec"))
 
 torch.zeros(1, device="cuda")  # CUDA context for torch before profiling
+if os.environ.get("LAYERS"):
+    model = d.build_model(int(os.environ["LAYERS"]))
 B = int(os.environ.get("B", "1"))
 ROUND = os.environ.get("ROUND", "queued")
 
