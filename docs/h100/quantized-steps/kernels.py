@@ -23,8 +23,6 @@ src = open(os.path.join(here, "steps.py")).read().split("rows = []")[0]  # the m
 exec(compile(src, "steps.py", "exec"))
 
 torch.zeros(1, device="cuda")  # CUDA context for torch before profiling
-if os.environ.get("LAYERS"):
-    model = d.build_model(int(os.environ["LAYERS"]))
 B = int(os.environ.get("B", "1"))
 ROUND = os.environ.get("ROUND", "queued")
 
@@ -37,6 +35,7 @@ def model_round(caches):
     else:
         queued_round(caches, B)
 
+
 out = os.environ.get("OUT", ".")
 
 
@@ -46,11 +45,10 @@ def profiled(label, caches, fn):
         t0 = time.perf_counter()
         fn()
         wall = time.perf_counter() - t0
-    events = [e for e in prof.key_averages()]
-    gpu = sum(e.device_time_total for e in events)
+    averages = prof.key_averages()
+    gpu = sum(e.device_time_total for e in averages)
     print(f"\n## {label}: wall {1e6 * wall:.0f} us for {STEPS} steps, kernels {gpu:.0f} us", flush=True)
-    table = prof.key_averages().table(sort_by="device_time_total", row_limit=25, max_name_column_width=90)
-    print(table, flush=True)
+    print(averages.table(sort_by="device_time_total", row_limit=25, max_name_column_width=90), flush=True)
     prof.export_chrome_trace(os.path.join(out, label.replace(" ", "_") + ".json"))
 
 

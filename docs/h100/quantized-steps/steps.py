@@ -29,11 +29,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../../../ci/gpu"))
 import mlx_lm_decode as d  # noqa: E402
 
 LAYERS, STEPS, ROUNDS, S = 4, 8, 11, 8192
-args = llama.ModelArgs(model_type="llama", hidden_size=4096, num_hidden_layers=LAYERS, intermediate_size=1024,
-                       num_attention_heads=32, num_key_value_heads=8, rms_norm_eps=1e-5, vocab_size=1024)
-model = llama.Model(args)
-model.set_dtype(mx.bfloat16)
-mx.eval(model.parameters())
+if os.environ.get("LAYERS"):  # ci/gpu/mlx_lm_decode.py's whole model of that many layers (kernels.py)
+    model = d.build_model(int(os.environ["LAYERS"]))
+else:
+    args = llama.ModelArgs(model_type="llama", hidden_size=4096, num_hidden_layers=LAYERS, intermediate_size=1024,
+                           num_attention_heads=32, num_key_value_heads=8, rms_norm_eps=1e-5, vocab_size=1024)
+    model = llama.Model(args)
+    model.set_dtype(mx.bfloat16)
+    mx.eval(model.parameters())
 
 
 def queued_round(caches, B):
