@@ -6,7 +6,8 @@ patched, 4-bit QuantizedKVCache patched (queued), the same one step at a time, a
 cache's updates alone (no model). Prints each one's kernels by total GPU time, and its wall time.
 B=8 profiles another batch; ROUND=generate takes the model's rounds as mlx_lm's generate_step
 does (greedy_steps), not queued (call 209); LAYERS=32 profiles ci/gpu/mlx_lm_decode.py's whole
-Llama-3-8B-shaped model of that many layers instead of steps.py's 4-layer one.
+Llama-3-8B-shaped model of that many layers instead of steps.py's 4-layer one; PEERS=1 profiles a
+round of mlx_lm's own attention over a bf16 KVCache first (call 210).
 """
 
 import os
@@ -49,10 +50,18 @@ def profiled(label, caches, fn):
     gpu = sum(e.device_time_total for e in averages)
     print(f"\n## {label}: wall {1e6 * wall:.0f} us for {STEPS} steps, kernels {gpu:.0f} us", flush=True)
     print(averages.table(sort_by="device_time_total", row_limit=25, max_name_column_width=90), flush=True)
+    graphs = {e.key: (e.count, e.cpu_time_total) for e in averages if e.key.startswith("cudaGraph")}
+    print("graph calls (count, host us): " + ", ".join(f"{k} {n} {t:.0f}" for k, (n, t) in sorted(graphs.items())),
+          flush=True)
     prof.export_chrome_trace(os.path.join(out, label.replace(" ", "_") + ".json"))
 
 
 print(f"B = {B}, rounds {ROUND}", flush=True)
+if os.environ.get("PEERS"):
+    caches = d.filled_caches(model, B, S, False)
+    profiled("bf16 mlx_lm", caches, lambda: model_round(caches))
+    del caches
+    mx.clear_cache()
 for quant, label in ((False, "bf16 patched"), (True, "q4 patched")):
     caches = d.filled_caches(model, B, S, quant)
     restore = fa.patch_mlx_lm()
