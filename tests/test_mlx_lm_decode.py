@@ -51,3 +51,20 @@ def test_ms_per_token_trims_back(model):
     caches = decode_script.filled_caches(model, 1, 5, False)
     assert decode_script.ms_per_token(model, caches, 1, steps=2, warmup=1) > 0
     assert [c.offset for c in caches] == [5, 5]
+
+
+def test_timed_keeps_every_round(model):
+    model = llama.Model(model.args)
+    model.set_dtype(mx.bfloat16)  # the caches' dtype, which the patched attention asks of the queries
+    every_round = {}
+    result = decode_script.timed(model, lambda: decode_script.filled_caches(model, 1, 5, False), 1, steps=1,
+                                 warmup=0, rounds=3, every_round=every_round)
+    assert set(every_round) == set(result) == {"mlx_lm", "fusedattend", "no attention"}
+    for impl, times in every_round.items():
+        assert len(times) == 3 and result[impl] == sorted(times)[1]
+
+
+def test_table_cell_shows_the_rounds_range():
+    assert decode_script.with_range(9.35, [9.6, 9.35, 9.21]) == "9.35 (9.21-9.60)"
+    assert decode_script.with_range(9.35, [9.35]) == "9.35"
+    assert decode_script.with_range("RuntimeError: no", None) == "RuntimeError: no"

@@ -158,8 +158,9 @@ def skip_attention():
     return restore
 
 
-def timed(model, make_caches, batch, steps, warmup, rounds, measure=None, padded=False):
-    """{impl: median ms a token, or the error it raised}, the implementations taking turns."""
+def timed(model, make_caches, batch, steps, warmup, rounds, measure=None, padded=False, every_round=None):
+    """{impl: median ms a token, or the error it raised}, the implementations taking turns.
+    every_round, a dict, gets {impl: each round's ms a token}."""
     patches = {"mlx_lm": None, "fusedattend": fusedattend.patch_mlx_lm, "no attention": skip_attention}
     if padded:
         patches["fusedattend, mask"] = patch_passing_masks
@@ -181,7 +182,20 @@ def timed(model, make_caches, batch, steps, warmup, rounds, measure=None, padded
                     restore()
     if measure:
         return {impl: errors.get(impl) or " / ".join(t) for impl, t in times.items()}
+    if every_round is not None:
+        every_round.update((impl, t) for impl, t in times.items() if impl not in errors)
     return {impl: errors.get(impl) or statistics.median(t) for impl, t in times.items()}
+
+
+def with_range(median, rounds):
+    """A table cell: the median ms a token and, over several rounds, their range, as
+    "9.35 (9.21-9.60)"; an error or step_parts' text as it is. The range shows when one run's
+    rounds disagree (a 4-bit row's median moved from 8.0 to 18.3 between runs: docs/h100/quantized-b8/)."""
+    if not isinstance(median, float):
+        return median
+    if not rounds or len(rounds) < 2:
+        return f"{median:.2f}"
+    return f"{median:.2f} ({min(rounds):.2f}-{max(rounds):.2f})"
 
 
 def main(argv=None):
@@ -209,7 +223,6 @@ def main(argv=None):
     print(f"| B | context | cache | mlx_lm ms/token | fusedattend ms/token | mlx_lm / fusedattend | no attention"
           f"{masked} |", flush=True)
     print("|---|---|---|---|---|---|---|" + "---|" * bool(masked), flush=True)
-    fmt = lambda x: f"{x:.2f}" if isinstance(x, float) else x  # noqa: E731
     for batch in args.batch:
         for context in args.context:
             for quantized in (False,) if args.padded else (False, True):
@@ -218,15 +231,17 @@ def main(argv=None):
                 else:
                     make = lambda: filled_caches(model, batch, context, quantized)  # noqa: E731
                     kind = f"{BITS}-bit QuantizedKVCache" if quantized else "bf16 KVCache"
+                every_round = {}
                 result = timed(model, make, batch, args.steps, args.warmup, args.rounds,
-                               step_parts if args.parts else None, padded=args.padded)
+                               step_parts if args.parts else None, padded=args.padded, every_round=every_round)
                 mx.clear_cache()
-                rows.append(dict(B=batch, context=context, cache=kind, **result))
+                rows.append(dict(B=batch, context=context, cache=kind, **result, rounds=every_round))
                 theirs, ours = result["mlx_lm"], result["fusedattend"]
                 ratio = f"{theirs / ours:.2f}x" if all(isinstance(x, float) for x in (theirs, ours)) else "-"
-                extra = f" | {fmt(result['fusedattend, mask'])}" if masked else ""
-                print(f"| {batch} | {context} | {kind} | {fmt(theirs)} | {fmt(ours)} | {ratio} | "
-                      f"{fmt(result['no attention'])}{extra} |", flush=True)
+                cell = lambda impl: with_range(result[impl], every_round.get(impl))  # noqa: E731
+                extra = f" | {cell('fusedattend, mask')}" if masked else ""
+                print(f"| {batch} | {context} | {kind} | {cell('mlx_lm')} | {cell('fusedattend')} | {ratio} | "
+                      f"{cell('no attention')}{extra} |", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(mlx=mx.__version__, layers=args.layers, steps=args.steps, rounds=args.rounds,
