@@ -7,7 +7,7 @@ cache's updates alone (no model). Prints each one's kernels by total GPU time, a
 B=8 profiles another batch; ROUND=generate takes the model's rounds as mlx_lm's generate_step
 does (greedy_steps), not queued (call 209); LAYERS=32 profiles ci/gpu/mlx_lm_decode.py's whole
 Llama-3-8B-shaped model of that many layers instead of steps.py's 4-layer one; PEERS=1 profiles a
-round of mlx_lm's own attention over a bf16 KVCache first (call 210).
+round of mlx_lm's own attention over a bf16 KVCache first (call 211).
 """
 
 import os
