@@ -29,7 +29,8 @@ def busy(events, steps=8):
     start, end = intervals[0]
     for s, e in intervals[1:]:
         if s > end:
-            total, gaps = total + end - start, gaps + [s - end]
+            total += end - start
+            gaps.append(s - end)
             start, end = s, e
         else:
             end = max(end, e)
