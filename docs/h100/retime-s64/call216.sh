@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Call 216, right after 215 on the same machine: the property and parity suites with
+# Call 216 (run 2026-12-06 04:14 UTC, on an H100, before 215 on the same machine): the property and parity suites with
 # --backend cuda on the tip's package (metal/ as in 646f822; since the last H200 run only
 # fusedattend/bench.py changed).
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Call 215 (2026-12-05), after staging MLX: the four S = 64 4-bit decode-loop rows that H200
+# Call 215 (written 2026-12-05, run 2026-12-06 04:20 UTC after call 216, on an H100: no H200
+# could be had), after staging MLX: the four S = 64 4-bit decode-loop rows that H200
 # baseline 0040 read 1.33-1.63x slower than 0039 (docs/perf.md), timed three times alone (with their bf16 rows, as a gauge of the host) and
 # compared with both. Whatever card comes: the card is in device_info.txt.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
