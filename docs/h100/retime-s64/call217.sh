@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Call 217 (2026-12-06), after staging MLX: the H200's own reading of the four S = 64 4-bit
-# decode-loop rows that baseline 0040 read 1.33-1.63x slower than 0039 (docs/perf.md; an H100 read
-# them in docs/h100/retime-s64/), by call215.sh as it is; then issue 5's cold table and the layer
-# axis on the tip. The card is in device_info.txt. At most 8 files come back: s64.tgz holds
+# Call 217 (written for an H200; run 2026-12-06 05:44 UTC on an H100, the fifth that came that
+# morning, no H200 among them), after staging MLX: the S = 64 4-bit decode-loop rows that H200
+# baseline 0040 read 1.33-1.63x slower than 0039 (docs/perf.md), by call215.sh as it is; then
+# issue 5's cold table and the layer axis on the tip. The card is in device_info.txt. At most 8 files come back: s64.tgz holds
 # call215.sh's outputs (calls.tgz, md5.txt, times.txt), table.tar.gz the table's.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 python3 -m fusedattend.chip > $OUT/device_info.txt || exit 3; cat $OUT/device_info.txt
