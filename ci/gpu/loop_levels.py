@@ -3,7 +3,7 @@
     python3 ci/gpu/loop_levels.py [--samples 40] [--fmt q4] [--label NAME]   # writes $OUT/levels_NAME.json
 
 `test_decode_loop[cuda-B*-S64-q4]` reads either about 36-49 or 60-70 µs a call on the H100, run
-to run (docs/h100/retime-s64/). This builds the same loop (H_q = 32, H_kv = 8, D = 128, L = 1,
+to run (docs/h100/retime-s64/; what this script found: docs/h100/loop-levels/). This builds the same loop (H_q = 32, H_kv = 8, D = 128, L = 1,
 a cache growing from S = 64 to 511 keys, 20 chained steps a sample, group size 64) for B = 1, 8
 and 32, and takes `samples` samples of each, B after B in turn, so that a level that changes
 within a process shows as a change along one B's samples. Each sample also times the host alone
