@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Call 221 (2026-12-06 06:27 UTC, a third H100 lease, again asked as an H200; typed as one command
+# Call 221 (2026-12-06 06:25 UTC, a third H100 lease, again asked as an H200; typed as one command
 # line after staging, kept here as it ran): the host's CPU, then loop_levels.py in three
 # processes, graphs on, off, on, 20 samples a B.
 export PYTHONPATH=$PWD

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Call 222 (2026-12-06 06:33 UTC, a fourth H100 lease, again asked as an H200; typed as one command
+# Call 222 (2026-12-06 06:28 UTC, a fourth H100 lease, again asked as an H200; typed as one command
 # line after staging, kept here as it ran): the host's CPU, then loop_levels.py in six processes,
 # CUDA graphs on and off in turn, 15 samples a B; the JSONs in levels.tgz.
 export PYTHONPATH=$PWD
