@@ -18,12 +18,17 @@ import sys
 from pathlib import Path
 
 
-def newest_baseline(storage: Path) -> Path:
-    """The highest-numbered saved run under a chip's storage folder (NNNN_<chip>.json)."""
+def saved_baselines(storage: Path) -> list:
+    """The saved runs under a chip's storage folder (NNNN_<chip>.json), oldest first."""
     runs = sorted(storage.glob("*/*.json"), key=lambda p: p.name)
     if not runs:
         raise SystemExit(f"no baseline under {storage}")
-    return runs[-1]
+    return runs
+
+
+def newest_baseline(storage: Path) -> Path:
+    """The highest-numbered saved run under a chip's storage folder."""
+    return saved_baselines(storage)[-1]
 
 
 def per_call_median(benchmark: dict) -> float:

@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from perf_compare import per_call_medians
+from perf_compare import per_call_medians, saved_baselines
 
 
 def runs_of(paths) -> list:
@@ -20,10 +20,7 @@ def runs_of(paths) -> list:
     runs = []
     for path in map(Path, paths):
         if path.is_dir():
-            found = sorted(path.glob("*/*.json"), key=lambda p: p.name)
-            if not found:
-                raise SystemExit(f"no baseline under {path}")
-            runs += [(f"{p.parent.parent.name} {p.stem.split('_')[0]}", p) for p in found]
+            runs += [(f"{p.parent.parent.name} {p.stem.split('_')[0]}", p) for p in saved_baselines(path)]
         elif path.is_file():
             runs.append((str(path), path))
         else:

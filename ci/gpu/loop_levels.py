@@ -3,9 +3,9 @@
     python3 ci/gpu/loop_levels.py [--samples 40] [--fmt q4] [--label NAME]   # writes $OUT/levels_NAME.json
 
 `test_decode_loop[cuda-B*-S64-q4]` reads either about 36-49 or 60-70 µs a call on the H100, run
-to run (docs/h100/retime-s64/; what this script found: docs/h100/loop-levels/). This builds the same loop (H_q = 32, H_kv = 8, D = 128, L = 1,
-a cache growing from S = 64 to 511 keys, 20 chained steps a sample, group size 64) for B = 1, 8
-and 32, and takes `samples` samples of each, B after B in turn, so that a level that changes
+to run (docs/h100/retime-s64/; what this script found: docs/h100/loop-levels/). This builds the
+same loop (H_q = 32, H_kv = 8, D = 128, L = 1, a cache growing from S = 64 to 511 keys, 20
+chained steps a sample, group size 64) for B = 1, 8 and 32, and takes `samples` samples of each, B after B in turn, so that a level that changes
 within a process shows as a change along one B's samples. Each sample also times the host alone
 (the same 20 steps built and dropped, never evaluated): a sample much slower than its host time
 waited on the GPU. Times are µs a call; `t` is seconds since the start, to set beside a clock
@@ -29,14 +29,15 @@ def loop_of(B, fmt):
     """(run, host): the timed loop, and the same loop's steps built without evaluation."""
     case = bench.make_case(B, END, "bfloat16")
     q, k, v, scale = case["q"], case["k"], case["v"], case["scale"]
-    if fmt != "bfloat16":
+    quantized = bench.is_quantized(fmt)
+    if quantized:
         bits = int(fmt[1:])
         k, v = (fa.quantize_kv(x, bits=bits, group_size=GROUP_SIZE) for x in (k, v))
         mx.eval(k, v)
 
     def step(x, keys):
         kv = bench.first_keys(k, keys), bench.first_keys(v, keys)
-        if fmt == "bfloat16":
+        if not quantized:
             return fa.decode_attention(x, *kv, scale=scale)
         return fa.quantized_decode_attention(x, *kv, scale=scale, bits=bits, group_size=GROUP_SIZE)
 
