@@ -1,4 +1,5 @@
-"""ci/perf_compare.py: per-call medians, the host-bound rows' wider limit, the newest baseline."""
+"""ci/perf_compare.py: per-call medians, the host-bound rows' wider limit, the peer as a gauge, the newest
+baseline."""
 
 import json
 import subprocess
@@ -10,10 +11,12 @@ SCRIPT = ROOT / "ci/perf_compare.py"
 
 
 def write_run(path, rows):
-    """rows: name -> (median seconds a round, calls_per_round or None for an old baseline)."""
+    """rows: name -> (median seconds a round, calls_per_round or None for an old baseline[, more
+    extra_info, e.g. a peer's ratio])."""
     benchmarks = []
-    for name, (median, calls) in rows.items():
+    for name, (median, calls, *more) in rows.items():
         extra = {} if calls is None else {"calls_per_round": calls}
+        extra.update(*more)
         benchmarks.append({"name": name, "stats": {"median": median}, "extra_info": extra})
     path.write_text(json.dumps({"benchmarks": benchmarks}))
     return path
@@ -71,3 +74,28 @@ def test_no_row_in_common_fails(tmp_path):
     other = write_run(tmp_path / "other.json", {"b": (1e-3, 1)})
     code, out = run(base, other)
     assert code == 1 and "a: not run" in out and "b: no baseline" in out
+
+
+def test_a_row_slow_with_its_peer_is_the_machine_not_a_regression(tmp_path):
+    # The peer timed beside a row in the same run is its gauge: 1.5x slower with MLX's SDPA 1.5x
+    # slower too (its ratio, peer time / ours, unchanged) passes; with the peer level it fails.
+    peer = "ratio_mx.fast.sdpa"
+    base = write_run(tmp_path / "base.json", {"a": (2e-3, 20, {peer: 0.8}), "b": (2e-3, 20, {peer: 0.8})})
+    machine_slower = write_run(tmp_path / "r1.json", {"a": (3e-3, 20, {peer: 0.8}), "b": (2e-3, 20, {peer: 0.8})})
+    ours_slower = write_run(tmp_path / "r2.json", {"a": (3e-3, 20, {peer: 0.55}), "b": (2e-3, 20, {peer: 0.8})})
+    code, out = run(base, machine_slower, "--fail", "25")
+    assert code == 0 and "1.50x (limit 1.25x; 1.00x against mx.fast.sdpa) ok" in out
+    code, out = run(base, ours_slower, "--fail", "25")
+    assert code == 1 and "1.50x (limit 1.25x; 1.45x against mx.fast.sdpa) FAIL" in out
+    # A model row's gauge is mlx_lm's own step; with a host-bound row's wider limit.
+    base = write_run(tmp_path / "base2.json", {"m": (0.8e-3, 20, {"ratio_mlx_lm": 2.0})})
+    run2 = write_run(tmp_path / "r3.json", {"m": (1.4e-3, 20, {"ratio_mlx_lm": 1.9})})
+    code, out = run(base, run2, "--fail", "25", "--host-bound-fail", "60", "--host-bound-us", "75")
+    assert code == 0 and "(limit 1.60x, host-bound; 1.05x against mlx_lm) ok" in out
+
+
+def test_a_row_without_a_shared_gauge_is_judged_by_its_time(tmp_path):
+    base = write_run(tmp_path / "base.json", {"a": (2e-3, 20, {"ratio_mx.fast.sdpa": 0.8})})
+    run_json = write_run(tmp_path / "run.json", {"a": (3e-3, 20, {"ratio_torch.sdpa": 0.8})})
+    code, out = run(base, run_json, "--fail", "25")
+    assert code == 1 and "1.50x (limit 1.25x) FAIL" in out
