@@ -99,3 +99,18 @@ def test_a_row_without_a_shared_gauge_is_judged_by_its_time(tmp_path):
     run_json = write_run(tmp_path / "run.json", {"a": (3e-3, 20, {"ratio_torch.sdpa": 0.8})})
     code, out = run(base, run_json, "--fail", "25")
     assert code == 1 and "1.50x (limit 1.25x) FAIL" in out
+
+
+def test_compare_pairs_counts_false_alarms_both_ways(tmp_path):
+    # Three runs of one row: the host slowed in r2 (the peer with it), our kernel in r3 (alone).
+    peer = "ratio_mx.fast.sdpa"
+    runs = [write_run(tmp_path / "r1.json", {"a": (2e-3, 20, {peer: 1.0})}),
+            write_run(tmp_path / "r2.json", {"a": (3e-3, 20, {peer: 1.0})}),
+            write_run(tmp_path / "r3.json", {"a": (3e-3, 20, {peer: 0.6})})]
+    result = subprocess.run([sys.executable, str(ROOT / "ci/compare_pairs.py"), *map(str, runs)],
+                            capture_output=True, text=True)
+    # By time, r2 and r3 both fail against r1; with the gauge only r3 does. Against r2, r3 is as
+    # fast by time (1.67x slower against the peer): a row must be slow both ways to fail.
+    assert result.returncode == 0
+    assert "3 runs, 6 ordered pairs, 6 rows compared" in result.stdout
+    assert "failed by time alone: 2; with the peer gauge: 1" in result.stdout
