@@ -4,7 +4,8 @@
 #   ci/perf.sh compare   time again and fail on a median regression (a call's) beyond $PERF_FAIL
 #                        (default 25%, 50% on cpu-* chips), or beyond $PERF_HOST_FAIL (default 60%)
 #                        on a GPU chip's host-bound rows (a baseline call under 75 us): ci/perf_compare.py;
-#                        rows that fail are timed once more, and fail the compare only if slow again;
+#                        rows that fail are timed once more, and fail the compare only if slow again
+#                        (by their time, and against the peer timed beside them: the peer gauge);
 #                        PERF_JSON=run.json keeps the run's pytest-benchmark JSON (the second
 #                        timing's as run.again.json)
 # Extra arguments go to pytest (e.g. --backend cpu, -k bfloat16).
