@@ -8,9 +8,10 @@ queued calls). A row whose baseline call takes less than --host-bound-us is host
 is the host's dispatch, which read up to 43% slower in back-to-back runs of unchanged kernels
 on the H200 (docs/perf.md), so it fails only past --host-bound-fail; the others past --fail.
 A row past its limit fails only if it is also past it against its gauge, the peer timed beside
-it in the same process (MLX's SDPA, or mlx_lm's step for the model rows): a slower host or a
-disturbed GPU stretches the peer's time too, a slower kernel or dispatch of ours does not. A
-row whose two runs share no gauge is judged by its time alone.
+it in the same process (MLX's SDPA, mlx_lm's quantized SDPA, or mlx_lm's step for the model
+rows: HOST_GAUGES): a slower host or a disturbed GPU stretches the peer's time too, a slower
+kernel or dispatch of ours does not. A row whose two runs share no gauge is judged by its time
+alone.
 Prints one line a row; exits 1 when a row is slower than its threshold allows, or when the run
 shares no row with the baseline. --failed FILE lists the slow rows' names there, one a line
 (ci/perf.sh times those again and fails only if they are slow twice).
@@ -48,7 +49,7 @@ def per_call_medians(path: Path) -> dict:
 
 # Peers that go through the same host as our calls, in the order a row's gauge is taken from
 # them: a benchmark's extra_info["ratio_<peer>"] is the peer's time over ours in that run.
-HOST_GAUGES = ("mx.fast.sdpa", "mlx_lm")
+HOST_GAUGES = ("mx.fast.sdpa", "mlx_lm", "mlx_lm.qsdpa", "mlx_lm.bf16")
 
 
 def gauge_ratios(path: Path) -> dict:
