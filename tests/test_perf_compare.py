@@ -92,6 +92,11 @@ def test_a_row_slow_with_its_peer_is_the_machine_not_a_regression(tmp_path):
     run2 = write_run(tmp_path / "r3.json", {"m": (1.4e-3, 20, {"ratio_mlx_lm": 1.9})})
     code, out = run(base, run2, "--fail", "25", "--host-bound-fail", "60", "--host-bound-us", "75")
     assert code == 0 and "(limit 1.60x, host-bound; 1.05x against mlx_lm) ok" in out
+    # A 4-bit row's peer may be mlx_lm's quantized SDPA.
+    base = write_run(tmp_path / "base3.json", {"q": (2e-3, 20, {"ratio_mlx_lm.qsdpa": 3.0})})
+    run3 = write_run(tmp_path / "r4.json", {"q": (3e-3, 20, {"ratio_mlx_lm.qsdpa": 2.0})})
+    code, out = run(base, run3, "--fail", "25")
+    assert code == 1 and "1.50x (limit 1.25x; 1.50x against mlx_lm.qsdpa) FAIL" in out
 
 
 def test_a_row_without_a_shared_gauge_is_judged_by_its_time(tmp_path):
