@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Call 225 (written 2026-12-06 for an H200), after staging MLX: the S = 64 loop rows that
 # baseline 0040 read 1.33-1.63x slower than 0039, three times alone (docs/h100/retime-s64/call215.sh
-# as it is); one whole `ci/perf.sh compare` against 0040 with the peer gauge (rows slow once timed
-# again). The card is in device_info.txt. At most 8 files come back: s64.tgz and runs.tgz (with
-# md5.txt) hold the two parts' outputs. On another card the S = 64 part is skipped. Split on
-# 2026-12-06 21:20 before it ran: its third part (the cold table, the layer axis) is call226.sh,
-# since the three parts' time limits (150 + 200 + 320 s) passed a call's 600.
+# as it is); one whole `ci/perf.sh compare` against the chip's newest baseline (0040 on an H200) with
+# the peer gauge (rows slow once timed again). The card is in device_info.txt. At most 8 files
+# come back: s64.tgz and runs.tgz (with md5.txt) hold the two parts' outputs. On another card the
+# S = 64 part is skipped. Split on 2026-12-06 21:20 before it ran: its third part (the cold table,
+# the layer axis) is call226.sh, since the three parts' time limits (150 + 200 + 320 s) passed a
+# call's 600.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 python3 -m fusedattend.chip > $OUT/device_info.txt || exit 3; cat $OUT/device_info.txt
 date -u > $OUT/times.txt
