@@ -1,7 +1,8 @@
-"""Test-wide options: which backends to run against, and the Hypothesis profiles.
+"""Test-wide options: which backends to run against, the quick tier, and the Hypothesis profiles.
 
     pytest tests/property                      # every backend available here, `dev` profile
     pytest tests/property --backend cuda       # one backend (repeat the flag for more)
+    pytest --quick                             # the quick tier: no slow tests, `quick` profile
     pytest --hypothesis-profile=ci -n 2        # what CI runs
 """
 
@@ -25,13 +26,22 @@ settings.register_profile(
 settings.register_profile(
     "nightly", max_examples=500, deadline=None, print_blob=True, suppress_health_check=_SLOW_OK
 )
+# A few drawn examples a property, for the quick tier (pytest --quick).
+settings.register_profile("quick", max_examples=5, deadline=None, derandomize=True, database=None,
+                          suppress_health_check=_SLOW_OK)
 # Only the pinned edge cases (@example): for runs where every call is slow, as under
-# compute-sanitizer (ci/gpu/h200-session.sh sanitize).
+# compute-sanitizer.
 settings.register_profile("pinned", phases=[Phase.explicit], deadline=None, suppress_health_check=_SLOW_OK)
 # The pinned cases and a few freshly drawn ones (3 x factor): the sanitizers' "random" set, so
 # that each sanitizer run also sees layouts, masks and key ranges no fixed set holds.
 settings.register_profile("sanitize", max_examples=3, deadline=None, suppress_health_check=_SLOW_OK)
+# Loaded explicitly, whatever the environment: with CI set, Hypothesis would otherwise pick its
+# own built-in "ci" profile, not ours.
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+# The quick tier leaves these out: the kernels compiled for the CPU and run a fiber a GPU thread
+# (minutes on 2 cores), besides every test marked slow.
+QUICK_SKIPS = ("tests/kernels/test_cpu_emulation.py", "tests/kernels/test_growing_cache.py")
 
 
 def pytest_addoption(parser):
@@ -42,18 +52,48 @@ def pytest_addoption(parser):
         help="fusedattend backend to test (reference, cpu, metal, cuda); repeatable; "
         "default: every backend available here",
     )
+    parser.addoption(
+        "--quick",
+        action="store_true",
+        help="the quick tier: deselect tests marked slow and the CPU-emulated kernel suites, and "
+        "load the `quick` Hypothesis profile (unless --hypothesis-profile or HYPOTHESIS_PROFILE names one)",
+    )
+
+
+def pytest_configure(config):
+    # A bad --backend is the caller's mistake: one line, not pytest's internal-error traceback
+    # (a UsageError raised later, in collection, is reported with a stack).
+    import fusedattend
+
+    available = fusedattend.available_backends()
+    for name in config.getoption("--backend") or []:
+        if name not in available:
+            if name in fusedattend.BACKENDS:
+                why = "not available here"
+            else:
+                why = f"unknown backend (fusedattend's: {', '.join(fusedattend.BACKENDS)})"
+            raise pytest.UsageError(f"--backend {name}: {why} (available: {', '.join(available)})")
+    if config.getoption("--quick") and not (config.getoption("hypothesis_profile", None)
+                                            or os.environ.get("HYPOTHESIS_PROFILE")):
+        settings.load_profile("quick")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--quick"):
+        return
+    kept, dropped = [], []
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        (dropped if "slow" in item.keywords or path in QUICK_SKIPS else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 def selected_backends(config):
     import fusedattend
 
-    chosen = config.getoption("--backend") or fusedattend.available_backends()
-    for name in chosen:
-        if name not in fusedattend.available_backends():
-            raise pytest.UsageError(
-                f"--backend {name}: not available here (available: {fusedattend.available_backends()})"
-            )
-    return chosen
+    return config.getoption("--backend") or fusedattend.available_backends()  # checked in pytest_configure
 
 
 def pytest_generate_tests(metafunc):

@@ -3,7 +3,7 @@
 #   ci/perf.sh record    time tests/perf on this machine and save a new baseline for its chip
 #   ci/perf.sh compare   time again and fail on a median regression (a call's) beyond $PERF_FAIL
 #                        (default 25%, 50% on cpu-* chips), or beyond $PERF_HOST_FAIL (default 60%)
-#                        on a GPU chip's host-bound rows (a baseline call under 75 us): ci/perf_compare.py;
+#                        on a GPU chip's host-bound rows (a baseline call under 75 us): fusedattend.benchmarks.perf_compare;
 #                        rows that fail are timed once more, and fail the compare only if slow again
 #                        (by their time, and against the peer timed beside them: the peer gauge);
 #                        PERF_JSON=run.json keeps the run's pytest-benchmark JSON (the second
@@ -30,12 +30,12 @@ case "$mode" in
     limits=(--fail "${PERF_FAIL:-$default_fail}" --host-bound-fail "${PERF_HOST_FAIL:-$host_fail}" --host-bound-us "$host_us")
     run_json="${PERF_JSON:-$(mktemp)}"; again_json="${run_json%.json}.again.json"; failed="$(mktemp)"
     python -m pytest "${common[@]}" "$@" "--benchmark-json=${run_json}"
-    python ci/perf_compare.py "$storage" "$run_json" "${limits[@]}" --failed "$failed" && exit 0
+    python -m fusedattend.benchmarks.perf_compare "$storage" "$run_json" "${limits[@]}" --failed "$failed" && exit 0
     [ -s "$failed" ] || exit 1
     echo "timing the slow rows again:"
     mapfile -t again < <(sed -e 's#^test_mlx_lm_step#tests/perf/test_mlx_lm_perf.py::&#' \
       -e '/^tests\//!s#^#tests/perf/test_decode_perf.py::#' "$failed")
     python -m pytest "${again[@]}" "${common[@]:1}" "$@" "--benchmark-json=${again_json}"
-    exec python ci/perf_compare.py "$storage" "$again_json" "${limits[@]}" ;;
+    exec python -m fusedattend.benchmarks.perf_compare "$storage" "$again_json" "${limits[@]}" ;;
   *) echo "usage: ci/perf.sh {record|compare} [pytest args]" >&2; exit 2 ;;
 esac

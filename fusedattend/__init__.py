@@ -9,9 +9,9 @@ try:
 except ImportError as err:  # pragma: no cover - depends on how MLX was installed
     raise ImportError(
         "fusedattend needs MLX with a backend, and importing mlx.core failed "
-        f"({err}). On Linux `pip install mlx` alone has no backend: install "
-        "`pip install 'fusedattend[cpu]'` (MLX's CPU build, mlx[cpu]) or "
-        "`pip install 'fusedattend[cuda]'` (NVIDIA GPUs, mlx[cuda13]); on macOS `pip install mlx`."
+        f"({err}). On Linux `pip install mlx` alone has no backend: from a clone of fusedattend, "
+        "install `pip install -e '.[cpu]'` (MLX's CPU build, mlx[cpu]) or "
+        "`pip install -e '.[cuda]'` (NVIDIA GPUs, mlx[cuda13]); on macOS `pip install mlx`."
     ) from err
 
 from ._problem import QuantizedKV

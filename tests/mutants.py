@@ -148,7 +148,7 @@ def pytest_report_header(config):
 
 # ---------------------------------------------------------------------------- script
 
-SUITES = ["tests/property", "tests/parity", "tests/test_api.py"]
+SUITES = ["tests/property", "tests/parity", "tests/unit/test_api.py"]
 
 
 def run_one(m, extra=()):

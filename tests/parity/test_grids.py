@@ -1,4 +1,4 @@
-"""Fixed parity grids (tests/parity/grids.py) against the float64 oracle and MLX's own SDPA.
+"""Fixed parity grids (fusedattend/conformance/grids.py) against the float64 oracle and MLX's own SDPA.
 
 Where the semantics agree (rows that see at least one key) ours must match
 mx.fast.scaled_dot_product_attention within peer_tolerance. Where they differ BY DESIGN it is
@@ -9,8 +9,8 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from tests.parity import grids
-from tests.parity.grids import GRID_A, GRID_B, compare, make_case, oracle_reference, peer_tolerance, tolerance
+from fusedattend.conformance import grids
+from fusedattend.conformance.grids import GRID_A, GRID_B, compare, make_case, oracle_reference, peer_tolerance, tolerance
 
 
 def _check(case, backend):

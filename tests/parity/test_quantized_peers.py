@@ -12,8 +12,8 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from tests.parity import grids
-from tests.parity.grids import GRID_Q, compare, make_case, oracle_reference, peer_tolerance, tolerance
+from fusedattend.conformance import grids
+from fusedattend.conformance.grids import GRID_Q, compare, make_case, oracle_reference, peer_tolerance, tolerance
 
 
 @pytest.mark.parametrize("case", GRID_Q, ids=lambda c: c.id)

@@ -17,7 +17,7 @@ import mlx.core as mx
 import pytest
 
 import fusedattend as fa
-from fusedattend import bench
+from fusedattend.benchmarks import harness as bench
 
 ON_GPU = mx.default_device() == mx.gpu
 if ON_GPU:

@@ -5,7 +5,7 @@ The model has Llama-3-8B's attention (hidden 4096, 32 query heads over 8 kv head
 in 4 layers, with a small MLP (1024) and vocabulary (1024), so that attention is most of a step.
 Its caches are mlx_lm's own, filled with S random keys. A round takes STEPS greedy steps as
 mlx_lm's generate_step does (each step sent with mx.async_eval before the step before's token is
-read: ci/gpu/mlx_lm_decode.py's greedy_steps), and trims the caches back to S. The stored time is
+read: fusedattend.benchmarks.mlx_lm_decode.greedy_steps), and trims the caches back to S. The stored time is
 a round's; `calls_per_round` is STEPS, so a "call" is a model step. Up to H200 baseline 0039 and
 H100 0001 a round queued all STEPS steps and evaluated them once. MLX's CUDA backend then built
 CUDA graphs anew every round (cudaGraphInstantiate: 7.9 ms of host time in a 4-bit round, 4.9 in a
@@ -14,25 +14,20 @@ model generating tokens took 7.67 ms a token over a 4-bit cache against 7.22 ove
 (docs/h100/quantized-steps/).
 """
 
-import importlib.util
 import statistics
-from pathlib import Path
 
 import mlx.core as mx
 import pytest
 
 import fusedattend as fa
-from fusedattend import bench
+from fusedattend.benchmarks import harness as bench
 from tests.perf.test_decode_perf import _benchmark_median
 
 pytest.importorskip("mlx_lm")
 from mlx_lm.models import llama  # noqa: E402
 
-# The caches of ci/gpu/mlx_lm_decode.py (its random fills, its --padded batch, its 4-bit format).
-_spec = importlib.util.spec_from_file_location("mlx_lm_decode",
-                                               Path(__file__).resolve().parents[2] / "ci/gpu/mlx_lm_decode.py")
-decode_script = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(decode_script)
+# The caches of the mlx_lm decode benchmark (its random fills, its --padded batch, its 4-bit format).
+from fusedattend.benchmarks import mlx_lm_decode as decode_script  # noqa: E402
 
 ON_GPU = mx.default_device() == mx.gpu
 LAYERS, STEPS, ROUNDS = 4, 8, 11

@@ -589,7 +589,7 @@ def run_case(case: Case, backend, **override):
 
 def np_kv(case: Case):
     """float64-exact numpy K and V (dequantized in float64 for quantized cases)."""
-    from tests import oracle
+    from fusedattend.conformance import oracle
 
     if case.bits is None:
         return to_np(case.k), to_np(case.v)
@@ -605,8 +605,8 @@ _SAME = object()
 
 
 def oracle_of(case: Case, *, mask=_SAME, key_ranges=_SAME):
-    """(out, stats) of tests/oracle.py on the case's exact (rounded) inputs."""
-    from tests import oracle
+    """(out, stats) of fusedattend/conformance/oracle.py on the case's exact (rounded) inputs."""
+    from fusedattend.conformance import oracle
 
     k, v = np_kv(case)
     return oracle.attention(

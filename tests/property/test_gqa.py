@@ -14,7 +14,7 @@ import numpy as np
 from hypothesis import given, target
 from hypothesis import strategies as st
 
-from tests import oracle
+from fusedattend.conformance import oracle
 from tests.property.strategies import examples, attention_cases, oracle_of, quantized_cases, run_case, to_mx, to_np
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from hypothesis import assume, given, target
 from hypothesis import strategies as st
 
-from tests import oracle
+from fusedattend.conformance import oracle
 from tests.property.strategies import (
     examples,
     attention_cases,

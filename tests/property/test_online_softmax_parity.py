@@ -1,6 +1,6 @@
-"""Online-softmax parity: every backend within a derived tolerance of tests/oracle.py (float64).
+"""Online-softmax parity: every backend within a derived tolerance of fusedattend/conformance/oracle.py (float64).
 
-Tolerance (tests.oracle.parity_tolerance), per output element:
+Tolerance (fusedattend.conformance.oracle.parity_tolerance), per output element:
   The oracle gets the very same rounded f32/f16/bf16 inputs (converted exactly to float64), so
   input rounding is not an error source. What remains, with u32 = 2^-24 (float32 unit
   roundoff), A = the row's largest |score| (or scale * sum_d |q_d k_d|, plus |additive mask|),
@@ -22,7 +22,7 @@ import numpy as np
 from hypothesis import given, target
 from hypothesis.control import currently_in_test_context
 
-from tests import oracle
+from fusedattend.conformance import oracle
 from tests.property.strategies import (
     attention_cases, examples, oracle_of, pinned, pinned_cases, pinned_quantized_cases, quantized_cases,
     run_case, to_np,

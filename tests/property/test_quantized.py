@@ -3,7 +3,7 @@
 * quantize_kv returns exactly mx.quantize's (codes, scales, biases), bit for bit, and
   dequantize_kv equals mx.dequantize on them bit for bit (the affine format round-trips).
 * quantize_kv -> dequantize_kv error per element <= half a quantization step plus the float
-  rounding of the stored scales/biases (tests.oracle-free derivation):
+  rounding of the stored scales/biases (oracle-free derivation):
       x_hat = s~ * c + b~ computed in the scales' dtype, s~ = s(1+d1), b~ = b(1+d2), |di| <= u
       |x_hat - x| <= s/2 (rounding x to its code)  +  u (c |s| + |b|)  (scale/bias rounding)
                      + u |x_hat| (the product/sum rounded to the dtype) + u |x| (bias/min slack)
@@ -23,7 +23,7 @@ import numpy as np
 from hypothesis import given, target
 
 import fusedattend as fa
-from tests import oracle
+from fusedattend.conformance import oracle
 from tests.property.strategies import (
     examples,
     oracle_of,
