@@ -33,7 +33,7 @@ from .cpu_threads import ordered, single_threaded_blas, threads
 from .key_ranges import key_range_end
 
 KEY_BLOCK = 1024  # keys per unit of work; a module constant, so results never depend on the batch
-UNITS_PER_WORKER = 4  # see _head_chunks
+UNITS_PER_WORKER = 1  # see _head_chunks
 
 _NEG_INF = np.float32(-np.inf)
 
@@ -328,10 +328,11 @@ def _run(problem: Problem, k_block_of, v_block_of) -> mx.array:
 
 def _head_chunks(H_kv: int, block_units: int, workers: int):
     """kv heads split into near-equal chunks, so that a call has at least UNITS_PER_WORKER units
-    per worker. Goal: every worker busy, and a worker that the OS gives less time takes fewer
-    units. Example: B = 1, S = 1024, H_kv = 8, 2 workers: one block -> 8 chunks of one head.
-    Rule: chunks = min(H_kv, ceil(UNITS_PER_WORKER * workers / block_units)). Heads never meet in
-    the arithmetic, so the split changes no bit of the result."""
+    per worker. Goal: no worker idle when a call has fewer key blocks than workers. Example: B = 1,
+    S = 1024, H_kv = 8, 2 workers: one block -> 2 chunks of 4 heads. Rule: chunks = min(H_kv,
+    ceil(UNITS_PER_WORKER * workers / block_units)). More units than workers measured slower
+    (each unit's Python glue contends for the GIL; docs/decisions/cpu-one-level-of-threads.md).
+    Heads never meet in the arithmetic, so the split changes no bit of the result."""
     if workers == 1 or block_units == 0:
         return [(0, H_kv)]
     chunks = min(H_kv, -(-UNITS_PER_WORKER * workers // block_units))
