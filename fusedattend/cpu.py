@@ -6,11 +6,12 @@ how the work is laid out so that a decode step reads the K/V cache once, from wh
 * Zero copies of the cache. An evaluated mx.array on the CPU exports its buffer (strides and
   offset included, so `cache[..., :S, :]` slices stay views); bfloat16 has no numpy dtype, so it
   is viewed as uint16 bytes. Only one key block at a time is ever widened to float32.
-* Fixed-size key blocks. Every (layer, request, block) is an independent unit producing a
-  partial softmax (row max, row sum, unnormalised output); the partials of a request are merged
-  in block order. Block boundaries depend only on KEY_BLOCK and the request's own key window,
-  never on B, NL or the thread that ran the unit, so a batched call equals per-request calls
-  bit for bit, and memory stays bounded at any S.
+* Fixed-size key blocks. Every (layer, request, kv-head chunk, block) is an independent unit
+  producing a partial softmax (row max, row sum, unnormalised output); the partials of a request
+  are merged in block order. Block boundaries depend only on KEY_BLOCK and the request's own key
+  window, never on B, NL, the head chunks or the thread that ran the unit, so a batched call
+  equals per-request calls bit for bit at any thread count, and memory stays bounded at any S.
+  Threads: fusedattend.cpu_threads (one level: our workers, BLAS single-threaded in them).
 * GQA: the G query heads of a kv head (times L rows) are the M columns of one
   (block, D) x (D, M) product, so each K/V block is read once for the whole group.
 * "Phases" instead of interleaving: a 32-bit word of bfloat16 K holds elements 2i and 2i+1; a byte
@@ -22,33 +23,19 @@ how the work is laid out so that a decode step reads the K/V cache once, from wh
 
 from __future__ import annotations
 
-import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import mlx.core as mx
 import numpy as np
 
 from ._problem import Problem, QuantizedKV
+from .cpu_threads import ordered, single_threaded_blas, threads
 from .key_ranges import key_range_end
 
 KEY_BLOCK = 1024  # keys per unit of work; a module constant, so results never depend on the batch
+UNITS_PER_WORKER = 1  # see _head_chunks
 
 _NEG_INF = np.float32(-np.inf)
-_pool = None
-_pool_lock = threading.Lock()
-
-
-def _threads() -> int:
-    return max(1, min(os.cpu_count() or 1, 8))
-
-
-def _executor():
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=_threads(), thread_name_prefix="fusedattend-cpu")
-        return _pool
 
 
 def _numpy_view(x: mx.array) -> np.ndarray:
@@ -245,30 +232,12 @@ def _merge(state, partial):
     mb, sb, ob = partial
     new = np.maximum(m, mb)
     safe = np.where(new == _NEG_INF, np.float32(0), new)
-    a = np.exp(m - safe)
-    b = np.exp(mb - safe)
+    # A row max of +inf (an additive +inf mask, or inf data, reached a score) gives inf - inf =
+    # NaN here, which is the row's intended result (as the reference's softmax gives): expected.
+    with np.errstate(invalid="ignore"):
+        a = np.exp(m - safe)
+        b = np.exp(mb - safe)
     return new, s * a + sb * b, o * a[..., None] + ob * b[..., None]
-
-
-def _ordered(fn, items, window):
-    """fn over items on the pool, results yielded in item order, at most `window` in flight."""
-    if len(items) <= 1 or _threads() == 1:
-        for item in items:
-            yield fn(item)
-        return
-    pool = _executor()
-    pending = []
-    it = iter(items)
-    for item in it:
-        pending.append(pool.submit(fn, item))
-        if len(pending) >= window:
-            break
-    while pending:
-        result = pending.pop(0).result()
-        nxt = next(it, None)
-        if nxt is not None:
-            pending.append(pool.submit(fn, nxt))
-        yield result
 
 
 def _run(problem: Problem, k_block_of, v_block_of) -> mx.array:
@@ -292,62 +261,91 @@ def _run(problem: Problem, k_block_of, v_block_of) -> mx.array:
     else:
         ranges = np.tile(np.array([0, S], np.int64), (B, 1))
 
-    units = []
-    requests = {}
+    windows = []  # (l, b, lo, hi, blocks) per (layer, request)
     for l in range(NL):
         for b in range(B):
-            req = _Request()
-            req.qT = [qp[l, b] for qp in q_phases]
-            req.L, req.G, req.H_kv, req.D = L, G, H_kv, D
-            req.lo = int(ranges[b, 0])
-            req.hi = key_range_end(req.lo, int(ranges[b, 1]), S)
-            req.causal = mask.kind == "causal"
-            req.mask_add = req.mask_vis = None
-            if mask_np is not None:
-                per = mask_np[l if mask_np.shape[0] > 1 else 0, b if mask_np.shape[1] > 1 else 0]
-                if mask.kind == "additive":
-                    req.mask_add = per
-                    req.mask_vis = per != _NEG_INF  # NaN and +inf join the score: the row is NaN
-                else:
-                    req.mask_vis = per
-            requests[(l, b)] = req
+            lo = int(ranges[b, 0])
+            hi = key_range_end(lo, int(ranges[b, 1]), S)
             # Blocks aligned to absolute key positions, clipped to the request's key window.
             # Keys outside [lo, hi) are never read (causal rows end at hi too).
-            lo, hi = req.lo, req.hi
-            start = lo
+            blocks, start = [], lo
             while start < hi:
                 end = min((start // KEY_BLOCK + 1) * KEY_BLOCK, hi)
-                units.append((l, b, start, end))
+                blocks.append((start, end))
                 start = end
+            windows.append((l, b, lo, hi, blocks))
+    workers = threads()
+    heads = _head_chunks(H_kv, sum(len(w[4]) for w in windows), workers)
+
+    units = []  # ((l, b, h0, h1), s0, s1), the blocks of one request and head chunk in a row
+    requests = {}
+    for l, b, lo, hi, blocks in windows:
+        per = None
+        if mask_np is not None:
+            per = mask_np[l if mask_np.shape[0] > 1 else 0, b if mask_np.shape[1] > 1 else 0]
+        for h0, h1 in heads:
+            req = _Request()
+            req.qT = [qp[l, b, h0:h1] for qp in q_phases]
+            req.L, req.G, req.H_kv, req.D = L, G, h1 - h0, D
+            req.lo, req.hi = lo, hi
+            req.causal = mask.kind == "causal"
+            req.mask_add = req.mask_vis = None
+            if per is not None:
+                mine = per[h0 * G : h1 * G] if per.shape[0] > 1 else per
+                if mask.kind == "additive":
+                    req.mask_add = mine
+                    req.mask_vis = mine != _NEG_INF  # NaN and +inf join the score: the row is NaN
+                else:
+                    req.mask_vis = mine
+            requests[(l, b, h0, h1)] = req
+            units.extend(((l, b, h0, h1), s0, s1) for s0, s1 in blocks)
 
     def work(unit):
-        l, b, s0, s1 = unit
-        req = requests[(l, b)]
+        key, s0, s1 = unit
+        l, b, h0, h1 = key
         return _block_partial(
-            req, lambda: k_block_of(l, b, s0, s1), lambda: v_block_of(l, b, s0, s1), s0, s1
+            requests[key],
+            lambda: k_block_of(l, b, h0, h1, s0, s1),
+            lambda: v_block_of(l, b, h0, h1, s0, s1),
+            s0,
+            s1,
         )
 
     out = np.zeros((NL, B, H_kv, M, D), np.float32)
     state, current = None, None
-    for unit, partial in zip(units, _ordered(work, units, 2 * _threads() + 2)):
-        key = unit[:2]
-        if key != current:
-            if state is not None:
-                _finish(out, current, state)
-            state, current = None, key
-        state = _merge(state, partial)
+    with single_threaded_blas():
+        for unit, partial in zip(units, ordered(work, units, workers)):
+            if unit[0] != current:
+                if state is not None:
+                    _finish(out, current, state)
+                state, current = None, unit[0]
+            state = _merge(state, partial)
     if state is not None:
         _finish(out, current, state)
     result = mx.array(out.reshape(NL, B, H_kv, G, L, D).reshape(NL, B, H_q, L, D))
     return result.astype(problem.q.dtype)
 
 
+def _head_chunks(H_kv: int, block_units: int, workers: int):
+    """kv heads split into near-equal chunks, so that a call has at least UNITS_PER_WORKER units
+    per worker. Goal: no worker idle when a call has fewer key blocks than workers. Example: B = 1,
+    S = 1024, H_kv = 8, 2 workers: one block -> 2 chunks of 4 heads. Rule: chunks = min(H_kv,
+    ceil(UNITS_PER_WORKER * workers / block_units)). More units than workers measured slower
+    (each unit's Python glue contends for the GIL; docs/decisions/cpu-one-level-of-threads.md).
+    Heads never meet in the arithmetic, so the split changes no bit of the result."""
+    if workers == 1 or block_units == 0:
+        return [(0, H_kv)]
+    chunks = min(H_kv, -(-UNITS_PER_WORKER * workers // block_units))
+    edges = [H_kv * i // chunks for i in range(chunks + 1)]
+    return list(zip(edges[:-1], edges[1:]))
+
+
 def _finish(out, key, state):
-    l, b = key
+    l, b, h0, h1 = key
     _, row_sum, acc = state
     seen = row_sum != 0  # NaN stays NaN: data that reached a score is never hidden as zeros
     denom = np.where(seen, row_sum, np.float32(1))[..., None]
-    out[l, b] = np.where(seen[..., None], acc / denom, np.float32(0))
+    out[l, b, h0:h1] = np.where(seen[..., None], acc / denom, np.float32(0))
 
 
 class _PlainBlocks:
@@ -356,8 +354,8 @@ class _PlainBlocks:
         self.view = _numpy_view(x)
         self.phases = 2 if x.dtype == mx.bfloat16 else 1
 
-    def __call__(self, l, b, s0, s1):
-        return _float_phases(self.view[l, b, :, s0:s1, :], self.tag)
+    def __call__(self, l, b, h0, h1, s0, s1):
+        return _float_phases(self.view[l, b, h0:h1, s0:s1, :], self.tag)
 
 
 class _QuantizedBlocks:
@@ -369,11 +367,11 @@ class _QuantizedBlocks:
         self.bits, self.group_size = bits, group_size
         self.phases = 8 // bits
 
-    def __call__(self, l, b, s0, s1):
+    def __call__(self, l, b, h0, h1, s0, s1):
         return _code_phases(
-            self.codes[l, b, :, s0:s1, :],
-            self.scales[l, b, :, s0:s1, :],
-            self.biases[l, b, :, s0:s1, :],
+            self.codes[l, b, h0:h1, s0:s1, :],
+            self.scales[l, b, h0:h1, s0:s1, :],
+            self.biases[l, b, h0:h1, s0:s1, :],
             self.bits,
             self.group_size,
             self.tag,
