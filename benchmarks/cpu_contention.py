@@ -1,7 +1,7 @@
 """The cpu backend against mx.fast.scaled_dot_product_attention on mx.cpu, quiet and with the cores loaded.
 
-    python -m fusedattend.benchmarks.cpu_contention                  # f32, bf16 x S 1024, 4096
-    python -m fusedattend.benchmarks.cpu_contention --S 1024,4096,16384 --json rows.json
+    python -m fusedattend cpu-contention                  # f32, bf16 x S 1024, 4096
+    python -m fusedattend cpu-contention --S 1024,4096,16384 --json rows.json
 
 For each condition, dtype and S it times both implementations in the same run, one after the
 other (repeats samples each, after a warm-up), and prints medians, min-max spread and the ratio
@@ -203,7 +203,8 @@ def _csv(kind):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="cpu_contention", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m fusedattend cpu-contention", description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--dtypes", type=_csv(str), default=["float32", "bfloat16"])
     ap.add_argument("--S", type=_csv(int), default=[1024, 4096])
     ap.add_argument("--B", type=int, default=1)
@@ -215,6 +216,9 @@ def main(argv=None) -> int:
     ap.add_argument("--load-seconds", type=float, default=300.0, help="the loader's own time bound")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
+    unknown = [d for d in args.dtypes if d not in DTYPES]
+    if unknown:
+        ap.error(f"--dtypes: {', '.join(unknown)} not one of {', '.join(DTYPES)}")
     rows = measure(args.dtypes, args.S, args.B, args.H_q, args.H_kv, args.D, args.repeats,
                    load_cores=args.load_cores, load_seconds=args.load_seconds)
     print(format_table(rows))

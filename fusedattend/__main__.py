@@ -1,4 +1,4 @@
-"""python -m fusedattend {check,bench} ...  (each subcommand's --help says more)."""
+"""python -m fusedattend {check,bench,cpu-contention} ...  (each subcommand's --help says more)."""
 
 import argparse
 import importlib
@@ -8,6 +8,8 @@ import sys
 COMMANDS = {
     "check": ("fusedattend.check", "run the parity grids on the backends here against the float64 oracle"),
     "bench": ("fusedattend.benchmarks.cli", "sweep decode shapes, print a µs and GB/s table, write JSON and a plot"),
+    "cpu-contention": ("fusedattend.benchmarks.cpu_contention",
+                       "time the cpu backend against mx.fast on the CPU, quiet and with every core loaded"),
 }
 
 

