@@ -11,9 +11,11 @@ ratio against each peer timed in the same run (> 1: ours is faster), then the ge
 of each ratio per format.
 """
 
+import argparse
 import json
 import math
 import sys
+from pathlib import Path
 
 from .perf_compare import per_call_median
 
@@ -50,4 +52,10 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    parser = argparse.ArgumentParser(prog="python -m fusedattend.benchmarks.baseline_table",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("baseline", help="a saved run: tests/perf/baselines/<chip>/*/NNNN_<chip>.json")
+    path = parser.parse_args().baseline
+    if not Path(path).is_file():
+        parser.error(f"baseline: no such file {path!r}")
+    main(path)

@@ -6,7 +6,7 @@ RUN.json is pytest-benchmark's `--benchmark-json` output of `tests/perf` (ci/per
 writes it). Each row's median is taken per call (a round's median over its `calls_per_round`
 queued calls). A row whose baseline call takes less than --host-bound-us is host-bound: its time
 is the host's dispatch, which read up to 43% slower in back-to-back runs of unchanged kernels
-on the H200 (docs/perf.md), so it fails only past --host-bound-fail; the others past --fail.
+on the H200 (docs/decisions/perf-compare-thresholds.md), so it fails only past --host-bound-fail; the others past --fail.
 A row past its limit fails only if it is also past it against its gauge, the peer timed beside
 it in the same process (MLX's SDPA, mlx_lm's quantized SDPA, or mlx_lm's step for the model
 rows: HOST_GAUGES): a slower host or a disturbed GPU stretches the peer's time too, a slower

@@ -1,7 +1,8 @@
-"""docs/performance.md, written whole from the committed sweep results (benchmarks/results/<chip>.json).
+"""docs/performance.md and the README's tables, written whole from the committed sweep results
+(benchmarks/results/<chip>.json).
 
-    python -m fusedattend.benchmarks.performance_page                 # rewrite docs/performance.md
-    python -m fusedattend.benchmarks.performance_page --check         # exit 1 if it is out of date
+    python -m fusedattend.benchmarks.performance_page                 # rewrite both
+    python -m fusedattend.benchmarks.performance_page --check         # exit 1 if either is out of date
     python -m fusedattend.benchmarks.performance_page --add RUN.json  # RUN.json (bench --json) becomes
                                                                       # results/<its chip>.json
 
@@ -9,7 +10,8 @@ A results file is one sweep of `python -m fusedattend bench --json`, compacted: 
 MLX version, device and command, and one row a timing (format, B, S, implementation, best µs a
 call, GB/s of K/V read). The page is never appended to: every run of this module writes all of
 it again from the results, so that it cannot drift from them (tests/unit/test_performance_page.py
-checks that the committed page is this module's output).
+checks that the committed page is this module's output). The README keeps one short table a chip
+between README_BEGIN and README_END, rewritten the same way.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from . import targets
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PAGE = Path("docs/performance.md")
+README = Path("README.md")
+README_BEGIN = "<!-- performance tables: python -m fusedattend.benchmarks.performance_page -->"
+README_END = "<!-- end of performance tables -->"
+README_BATCHES = (1, 8)  # the README's rows: a single request and a small batch, every S
 COLUMNS = ("format", "B", "S", "impl", "us", "gbps")
 META = ("chip", "date", "mlx", "mlx_lm", "device", "command", "memory_read_gbps", "shape", "backends",
         "repeats", "inner", "cold_mb", "chain")
@@ -146,11 +152,44 @@ def render(results: list) -> str:
              "How the timings are taken (queued calls, cold caches, the peers timed alike) is in the "
              "docstrings of `fusedattend.benchmarks.cli` and `fusedattend.benchmarks.harness`; the "
              "regression suite (tests/perf, `ci/perf.sh record|compare`) is described in "
-             "[perf.md](perf.md).", ""]
+             "[testing.md](testing.md#the-perf-regression).", ""]
     lines += ["Chips: " + ", ".join(f"[{r['chip']}](#{r['chip']})" for r in results), ""]
     for result in results:
         lines += chip_section(result)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def readme_table(result: dict) -> list:
+    """One chip's README table: at B in README_BATCHES and every S, the main backend's µs for
+    bf16 and 4-bit K/V and the peers' time over it (MLX's SDPA for bf16; mlx_lm's quantized SDPA
+    and MLX's SDPA over the bf16 cache for 4-bit)."""
+    main = main_backend(result)
+    us = {(r["format"], r["B"], r["S"], r["impl"]): r["us"] for r in expand(result)["results"]}
+    shapes = sorted({(B, S) for _, B, S, _ in us if B in README_BATCHES})
+
+    def ratio(peer, ours):
+        return f"{us[peer] / us[ours]:.2f}x" if peer in us and ours in us else "-"
+
+    lines = [f"**{result['chip']}** ({result['device']}, MLX {result['mlx']}, {result['date'][:10]}; "
+             f"backend `{main}`)", "",
+             "| B | S | bf16 µs | MLX SDPA / ours | 4-bit µs | mlx_lm 4-bit SDPA / ours | MLX SDPA bf16 / ours 4-bit |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    for B, S in shapes:
+        bf, q4 = ("bfloat16", B, S, main), ("q4", B, S, main)
+        lines.append(f"| {B} | {S} | {_fmt_us(us[bf]) if bf in us else '-'} | "
+                     f"{ratio(('bfloat16', B, S, 'mx.fast.sdpa'), bf)} | {_fmt_us(us[q4]) if q4 in us else '-'} | "
+                     f"{ratio(('q4', B, S, 'mlx_lm.qsdpa'), q4)} | {ratio(('bfloat16', B, S, 'mx.fast.sdpa'), q4)} |")
+    return lines + [""]
+
+
+def render_readme(readme: str, results: list) -> str:
+    """`readme` with the text between README_BEGIN and README_END replaced by a table a chip."""
+    if README_BEGIN not in readme or README_END not in readme:
+        raise ValueError(f"the README has no {README_BEGIN!r} ... {README_END!r} block")
+    head, rest = readme.split(README_BEGIN, 1)
+    _, tail = rest.split(README_END, 1)
+    tables = [line for result in results for line in readme_table(result)]
+    return head + README_BEGIN + "\n" + "\n".join(tables) + README_END + tail
 
 
 def main(argv=None):
@@ -158,7 +197,8 @@ def main(argv=None):
                                 description=__doc__.split("\n")[0])
     p.add_argument("--results", type=Path, default=RESULTS, help="folder of results/<chip>.json")
     p.add_argument("--out", type=Path, default=PAGE, help="the page to write (default: %(default)s)")
-    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the page differs")
+    p.add_argument("--readme", type=Path, help=f"the README whose tables to rewrite (default: {README} with the default --out)")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the page or the README differs")
     p.add_argument("--add", type=Path, metavar="RUN.json", help="compact a bench --json run into the results first")
     args = p.parse_args(argv)
     if args.add:
@@ -166,14 +206,19 @@ def main(argv=None):
         path = args.results / f"{result['chip']}.json"
         path.write_text(dumps(result))
         print(f"wrote {path}")
-    page = render(load_results(args.results))
+    results = load_results(args.results)
+    written = {args.out: render(results)}
+    readme = args.readme or (README if args.out == PAGE else None)
+    if readme is not None and readme.is_file():
+        written[readme] = render_readme(readme.read_text(), results)
+    stale = [path for path, text in written.items() if not path.is_file() or path.read_text() != text]
     if args.check:
-        if not args.out.is_file() or args.out.read_text() != page:
-            print(f"{args.out} is out of date: run python -m fusedattend.benchmarks.performance_page", file=sys.stderr)
-            return 1
-        return 0
-    args.out.write_text(page)
-    print(f"wrote {args.out}")
+        for path in stale:
+            print(f"{path} is out of date: run python -m fusedattend.benchmarks.performance_page", file=sys.stderr)
+        return 1 if stale else 0
+    for path in stale:
+        path.write_text(written[path])
+        print(f"wrote {path}")
     return 0
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Perf baselines per chip (docs/perf.md).
+# Perf baselines per chip (docs/testing.md, "The perf regression").
 #   ci/perf.sh record    time tests/perf on this machine and save a new baseline for its chip
 #   ci/perf.sh compare   time again and fail on a median regression (a call's) beyond $PERF_FAIL
 #                        (default 25%, 50% on cpu-* chips), or beyond $PERF_HOST_FAIL (default 60%)
@@ -15,7 +15,7 @@ mode="${1:-}"; shift || true
 chip="$(python -m fusedattend.chip)"
 # Shared CPU runners are noisy (2x swings measured under load): a wider default there, for every
 # row. On a GPU the rows whose call is mostly the host's dispatch read up to 43% slower in runs
-# of unchanged kernels on the H200, the others at most 11% slower (docs/perf.md).
+# of unchanged kernels on the H200, the others at most 11% slower (docs/decisions/perf-compare-thresholds.md).
 case "$chip" in
   cpu-*) default_fail=50% host_fail=50% host_us=0 ;;
   *) default_fail=25% host_fail=60% host_us=75 ;;

@@ -22,7 +22,7 @@ ENV_VAR = "FUSEDATTEND_BACKEND"
 _MODULES = {"reference": "reference", "cpu": "cpu", "metal": "gpu", "cuda": "gpu"}
 
 # Below this many K/V elements per request and layer (H_kv * S * D) the cpu backend's fixed cost
-# (about 140-230 us of numpy calls) loses to the reference path (measured: docs/perf.md). The
+# (about 140-230 us of numpy calls) loses to the reference path (measured: docs/decisions/cpu-backend-crossover.md). The
 # choice must not look at B or NL: a batched call and the per-request calls have to take the same
 # path, or batch invariance breaks.
 CPU_MIN_KV_ELEMENTS = 1 << 17

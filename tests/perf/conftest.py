@@ -1,7 +1,7 @@
 """Perf-suite plumbing: opt-in gating, machine info for pytest-benchmark, same-session peer timings.
 
 Benchmarks marked `perf` are skipped unless selected with `-m perf` (or FUSEDATTEND_PERF=1);
-the `smoke` test always runs. See docs/perf.md for the record/compare commands.
+the `smoke` test always runs. See docs/testing.md ("The perf regression") for the record/compare commands.
 """
 
 import hashlib
@@ -21,7 +21,7 @@ def _perf_selected(config) -> bool:
 def pytest_collection_modifyitems(config, items):
     if _perf_selected(config):
         return
-    skip = pytest.mark.skip(reason="perf benchmark: run with -m perf -p no:xdist (docs/perf.md)")
+    skip = pytest.mark.skip(reason="perf benchmark: run with -m perf -p no:xdist (docs/testing.md)")
     for item in items:
         if "perf" in item.keywords and "smoke" not in item.keywords:
             item.add_marker(skip)

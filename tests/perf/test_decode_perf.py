@@ -8,7 +8,7 @@ ratio_<peer> = peer time / backend time (> 1: the backend is faster).
 On a GPU each round queues QUEUED_CALLS calls and evaluates them once, as `fusedattend bench`
 does, so the stored times are per round of that many calls. One call a round timed mostly the
 host's dispatch and the sync: on the H200 its spread reached 4x the median, and unchanged
-kernels failed `ci/perf.sh compare` at 6 of 24 shapes (docs/perf.md).
+kernels failed `ci/perf.sh compare` at 6 of 24 shapes (docs/decisions/perf-queued-rounds.md).
 """
 
 import statistics

@@ -1,3 +1,0 @@
-#!/usr/bin/env bash
-# (run inline as the call's command, after call74) a second cold table on this lease, and the host's graph building a call
-export PYTHONPATH=$PWD; R=$OUT/r; mkdir -p $R/table; md5sum metal/* > $R/metal.md5; date -u > $R/times.txt; python3 -c 'import mlx.core' || exit 3; OUT=$R/table BENCH_S=170 timeout 180 ci/gpu/h200-session.sh cold-bench > $R/table/cold-bench.out 2>&1; timeout 60 python3 ci/gpu/build_eval.py 2048 > $R/build_eval.txt 2>&1; date -u >> $R/times.txt; cat $R/times.txt; tail -9 $R/table/cold-bench.out; tail -3 $R/build_eval.txt; tar -czf $OUT/call75.tgz -C $OUT r && rm -rf $R

@@ -1,8 +1,0 @@
-#!/usr/bin/env bash
-# Call 111: the property and parity suites with --backend cuda on the tree with key ranges by
-# value (gpu.RANGE_WORDS: both decode bodies read them from their launch's arguments up to B = 32).
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-python3 -c 'import mlx.core' || exit 3
-date -u > $OUT/times.txt; md5sum metal/* fusedattend/*.py > $OUT/md5.txt
-OUT=$OUT/verify SUITE_TESTS="tests/property tests/parity" SUITE_S=440 TEST_S=420 ci/gpu/h200-session.sh verify
-gzip -f $OUT/verify/suite.log; date -u >> $OUT/times.txt; cat $OUT/times.txt
