@@ -4,6 +4,8 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from fusedattend.benchmarks import performance_page
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -13,6 +15,20 @@ def test_committed_page_is_the_generators_output():
     page = performance_page.render(performance_page.load_results())
     assert (ROOT / "docs/performance.md").read_text() == page, (
         "docs/performance.md is out of date: run python -m fusedattend.benchmarks.performance_page")
+
+
+def test_readme_tables_are_the_generators_output():
+    readme = (ROOT / "README.md").read_text()
+    results = performance_page.load_results()
+    assert performance_page.render_readme(readme, results) == readme, (
+        "README.md's performance tables are out of date: run python -m fusedattend.benchmarks.performance_page")
+    for r in results:
+        assert f"**{r['chip']}**" in readme
+
+
+def test_readme_without_the_markers_is_an_error():
+    with pytest.raises(ValueError, match="performance tables"):
+        performance_page.render_readme("# a README\n", performance_page.load_results())
 
 
 def test_every_chip_has_a_section_and_its_command():
