@@ -1,6 +1,6 @@
 """Every GPU kernel comes from metal/, and its CUDA form compiles (nvcc, where present).
 
-The CUDA path must not carry a kernel of its own: gpu.py hands mx.fast.cuda_kernel the same
+The CUDA path must not carry a kernel of its own: fusedattend/gpu hands mx.fast.cuda_kernel the same
 metal/*.metal bodies that mx.fast.metal_kernel gets, behind metal/cuda_compat.h.
 """
 
@@ -37,10 +37,10 @@ def test_metal_bodies_hold_no_cuda():
 
 
 def test_python_side_holds_no_kernel_code():
-    """gpu.py may only name Metal's thread variables from CUDA's, nothing more."""
-    for path in (ROOT / "fusedattend").glob("*.py"):
+    """gpu/sources.py may only name Metal's thread variables from CUDA's, nothing more."""
+    for path in (ROOT / "fusedattend").rglob("*.py"):
         text = path.read_text()
-        if path.name == "gpu.py":
+        if path.name == "sources.py":
             text = text.replace(sources.CUDA_THREAD_ATTRIBUTES, "")
         for marker in ("__global__", "__shfl", "__syncthreads", "simd_sum(", "threadgroup float"):
             assert marker not in text, f"{path.name} holds kernel code ({marker})"
@@ -87,7 +87,7 @@ def test_kernel_name_follows_the_source(monkeypatch):
     try:
         gpu_launch._kernel(*args)
         gpu_launch._kernel(*args, defines=(("FA_SINGLE_PASS", 1),))
-        monkeypatch.setattr(gpu, "read_kernel_file", lambda name: read(name) + "\nconstexpr int edited = 1;\n")
+        monkeypatch.setattr(sources, "read_kernel_file", lambda name: read(name) + "\nconstexpr int edited = 1;\n")
         gpu_launch._kernel.cache_clear()
         gpu_launch._kernel(*args)
     finally:
@@ -169,8 +169,8 @@ def _problem(quantized, dtype, mask, D, bits, L, H_q, H_kv, group_size=32, S=40)
 @pytest.mark.parametrize("case", CASES)
 def test_cuda_form_of_decode_kernel_compiles(monkeypatch, case, single_pass):
     monkeypatch.setattr(sources, "on_metal", lambda: False)
-    monkeypatch.setattr(gpu, "SINGLE_PASS_MAX_S", 4096 if single_pass else 0)
-    launch = gpu.decode_launch(_problem(*case), quantized=case[0])
+    policy = schedule.Policy(single_pass_max_s=4096 if single_pass else 0)
+    launch = gpu.decode_launch(_problem(*case), quantized=case[0], policy=policy)
     ok, log = nvcc_wrap.compile_cuda(nvcc_wrap.wrap_launch(launch))
     assert ok, log
 
@@ -295,8 +295,8 @@ def test_quantized_matrix_kernel_loads_are_global(monkeypatch, bits):
     tiles are staged through threadgroup memory), none generic (which the asm alone would make
     them, and slower to issue)."""
     monkeypatch.setattr(sources, "on_metal", lambda: False)
-    monkeypatch.setattr(gpu, "SINGLE_PASS_MAX_S", 0)
-    launch = gpu.decode_launch(_problem(True, mx.bfloat16, None, 128, bits, 1, 32, 8, group_size=64), quantized=True)
+    launch = gpu.decode_launch(_problem(True, mx.bfloat16, None, 128, bits, 1, 32, 8, group_size=64), quantized=True,
+                               policy=schedule.Policy(single_pass_max_s=0))
     assert launch["name"].startswith("fa_quantized_decode_mma")
     ok, log, ptx = nvcc_wrap.compile_cuda(nvcc_wrap.wrap_launch(launch), ptx=True)
     assert ok, log
@@ -433,7 +433,7 @@ def test_cuda_kernels_made_from_paths(monkeypatch, tmp_path):
         odd.mkdir()
         for name in sources.KERNEL_FILES + sources.HEADER_FILES + (sources.CUDA_COMPAT,):
             (odd / name).write_text(sources.read_kernel_file(name))
-        monkeypatch.setattr(gpu, "kernel_dir", lambda: odd)
+        monkeypatch.setattr(sources, "kernel_dir", lambda: odd)
         assert sources.include_line("merge_partials.metal") is None
         assert (make()["source"], sources.kernel_sources(*args[3:], by_path=True)) == (as_text[0], None)
         monkeypatch.setattr(sources, "on_metal", lambda: True)
@@ -456,7 +456,7 @@ def test_cuda_sources_by_path_compile(monkeypatch, quantized):
                                    quantized=quantized)
     logs = []
     for by_path in (False, True):
-        monkeypatch.setattr(gpu, "kernel_sources", functools.partial(SOURCES, by_path=by_path))
+        monkeypatch.setattr(sources, "kernel_sources", functools.partial(SOURCES, by_path=by_path))
         ok, log = nvcc_wrap.compile_cuda(nvcc_wrap.wrap_launch(launch), options=("-Xptxas", "-v"))
         assert ok, log
         logs.append(re.findall(r"Used \d+ registers|\d+ bytes spill \w+", log))
