@@ -176,17 +176,21 @@ def test_cuda_form_of_decode_kernel_compiles(monkeypatch, case, single_pass):
 
 
 @pytest.mark.skipif(not nvcc_wrap.nvcc_available(), reason="nvcc not installed here")
-@pytest.mark.parametrize("quantized, plain_mma", [(False, False), (False, True), (True, True)],
-                         ids=["bf16", "bf16_mma", "q4_mma"])
+@pytest.mark.parametrize("quantized, body_file", [(False, "decode_attention.metal"), (False, "decode_mma.metal"),
+                                                   (True, "decode_mma.metal")], ids=["bf16", "bf16_mma", "q4_mma"])
 @pytest.mark.parametrize("per_sm", [3, 4])
-def test_launch_bounds_cap_registers(monkeypatch, quantized, plain_mma, per_sm):
-    """Threadgroups an SM asked of a split launch reach ptxas: the kernel fits that many."""
+def test_launch_bounds_cap_registers(monkeypatch, quantized, body_file, per_sm):
+    """Threadgroups an SM asked of a split launch reach ptxas: the kernel fits that many (plain
+    K/V on either kernel: the matrix kernel's blocks of at least plain_mma_min_block keys lowered
+    to the problem's one block)."""
     monkeypatch.setattr(sources, "on_metal", lambda: False)
+    plain_mma = body_file == "decode_mma.metal"
     with policy_override(single_pass_max_s=0, split_threadgroups_per_sm=per_sm, quantized_mma_threadgroups_per_sm=per_sm,
-                       quantized_short_block_threadgroups_per_sm=per_sm, plain_mma_threadgroups_per_sm=per_sm,
-                       plain_mma=plain_mma):
+                         quantized_short_block_threadgroups_per_sm=per_sm, plain_mma_threadgroups_per_sm=per_sm,
+                         plain_mma_min_block=0 if plain_mma else DEFAULT.plain_mma_min_block):
         launch = gpu.decode_launch(_problem(quantized, mx.bfloat16, None, 128, 4, 1, 32, 8, group_size=64),
                                    quantized=quantized)
+    assert launch["body_file"] == body_file
     threads = launch["call"]["threadgroup"][0]
     assert launch["launch_bounds"] == (threads, per_sm) and launch["name"].endswith(f"_{per_sm}_per_sm")
     ok, log = nvcc_wrap.compile_cuda(nvcc_wrap.wrap_launch(launch), options=("-Xptxas", "-v"))
@@ -202,12 +206,12 @@ def test_launch_bounds_cap_registers(monkeypatch, quantized, plain_mma, per_sm):
 def test_quantized_matrix_kernel_bounded_where_its_registers_allow(monkeypatch, bits, group_size, D, single_pass,
                                                                     bounded, short):
     """DEFAULT.quantized_mma_threadgroups_per_sm caps split blocks of at most 4 bits and 2 groups a row,
-    QUANTIZED_SHORT_BLOCK_THREADGROUPS_PER_SM short ones; ptxas spills little there (nvcc 13.0:
+    DEFAULT.quantized_short_block_threadgroups_per_sm short ones; ptxas spills little there (nvcc 13.0:
     0-40 bytes at 6 an SM, 104-156 at 8, staged or not) and much at 8 bits or 4 groups."""
     monkeypatch.setattr(sources, "on_metal", lambda: False)
-    # (the problem's 40 keys: one block of MIN_BLOCK keys)
+    # (the problem's 40 keys: one block of DEFAULT.min_block keys)
     with policy_override(single_pass_max_s=4096 if single_pass else 0,
-                       quantized_short_block=DEFAULT.max_block if short else 0):
+                         quantized_short_block=DEFAULT.max_block if short else 0):
         launch = gpu.decode_launch(_problem(True, mx.bfloat16, None, D, bits, 1, 32, 8, group_size=group_size),
                                    quantized=True)
     assert launch["name"].startswith("fa_quantized_decode_mma")
@@ -269,7 +273,7 @@ def test_plain_prefetch_on_small_grids(monkeypatch, B, S, small):
 
 def test_quantized_stages_policy(monkeypatch):
     """schedule.quantized_stages: split launches only, on CUDA (Apple's copies are plain loads and
-    stores, not measured: only with STAGE_ON_METAL, as the CPU emulation sets it), where a key's
+    stores, not measured: only with Policy.stage_on_metal, as the CPU emulation sets it), where a key's
     codes are whole 16-byte pieces and its scales of an array 4, 8 or 16 bytes."""
     monkeypatch.setattr(sources, "on_metal", lambda: False)
     long_stages = schedule.quantized_stages(128, 4, 64, mx.bfloat16, single_pass=False, short=False, on_metal=sources.on_metal())
@@ -318,8 +322,8 @@ def test_cuda_form_of_merge_kernel_compiles(monkeypatch, dtype):
 
 def test_kernel_choice(monkeypatch):
     """f16 / bf16 queries with D <= 128 (plain K/V: D a multiple of 32 too) take the
-    simdgroup-matrix kernel; f32 queries, D > 128, plain D = 80 and FUSEDATTEND_QUANTIZED_MMA=0 /
-    FUSEDATTEND_PLAIN_MMA=0 (DEFAULT.quantized_mma / PLAIN_MMA) the other."""
+    simdgroup-matrix kernel; f32 queries, D > 128, plain D = 80, and any D above
+    Policy.quantized_mma_max_d / plain_mma_max_d (0 routes that format away from it) the other."""
     monkeypatch.setattr(sources, "on_metal", lambda: False)
 
     def body(quantized, dtype, D):
@@ -330,39 +334,42 @@ def test_kernel_choice(monkeypatch):
         assert body(quantized, mx.float32, 128) == body(quantized, mx.bfloat16, 256) == "decode_attention.metal"
     assert body(False, mx.bfloat16, 32) == "decode_mma.metal"
     assert body(False, mx.bfloat16, 80) == body(False, mx.float16, 48) == "decode_attention.metal"
-    with policy_override(quantized_mma=False):
+    with policy_override(quantized_mma_max_d=0):
         assert body(True, mx.bfloat16, 128) == "decode_attention.metal"
         assert body(False, mx.bfloat16, 128) == "decode_mma.metal"
-    with policy_override(plain_mma=False):
+    with policy_override(plain_mma_max_d=0):
         assert body(False, mx.bfloat16, 128) == "decode_attention.metal"
         assert body(True, mx.bfloat16, 128) == "decode_mma.metal"
+    with policy_override(quantized_mma_max_d=64, plain_mma_max_d=64):
+        assert body(True, mx.bfloat16, 64) == body(False, mx.bfloat16, 64) == "decode_mma.metal"
+        assert body(True, mx.bfloat16, 128) == body(False, mx.bfloat16, 128) == "decode_attention.metal"
 
 
 def test_score_operand_choice():
     """The matrix kernel's scores take 16-bit operands (SCORE_MANTISSA: the query type's mantissa)
     where a code 1 + c / 2^bits is exact in the query type and a lane's GS / 4 codes of a group
-    are whole 32-bit words; 32-bit operands otherwise, and always with DEFAULT.scores16 off."""
+    are whole 32-bit words; 32-bit operands otherwise (a function of the formats alone)."""
     assert schedule.score_mantissa(mx.bfloat16, 4, 32) == schedule.score_mantissa(mx.bfloat16, 2, 64) == 7
     assert schedule.score_mantissa(mx.float16, 8, 32) == schedule.score_mantissa(mx.float16, 4, 128) == 10
     assert schedule.score_mantissa(mx.bfloat16, 8, 64) == 0  # 8 bits do not fit bf16's 7
     assert schedule.score_mantissa(mx.float16, 2, 32) == 0  # 16 bits of a group a lane
     launch = gpu.decode_launch(_problem(True, mx.float16, None, 64, 8, 1, 8, 2), quantized=True)
     assert ("SCORE_MANTISSA", 10) in launch["constants"]
-    with policy_override(scores16=False):
-        assert schedule.score_mantissa(mx.bfloat16, 4, 64) == 0
+    launch = gpu.decode_launch(_problem(True, mx.bfloat16, None, 64, 8, 1, 8, 2), quantized=True)
+    assert ("SCORE_MANTISSA", 0) in launch["constants"]
 
 
 def test_output_operand_choice():
     """The quantized matrix kernel's output takes 16-bit operands in bf16 (OUT_MANTISSA 7, OT bf16)
     where a code 1 + c / 2^bits is exact in bf16, whatever the query type; 32-bit operands for
-    8-bit codes, and always with DEFAULT.out16 off."""
+    8-bit codes."""
     assert schedule.out_mantissa(2) == schedule.out_mantissa(4) == 7
     assert schedule.out_mantissa(8) == 0  # 8 bits do not fit bf16's 7
     for dtype in (mx.float16, mx.bfloat16):
         launch = gpu.decode_launch(_problem(True, dtype, None, 64, 4, 1, 8, 2), quantized=True)
         assert ("OUT_MANTISSA", 7) in launch["constants"] and ("OT", mx.bfloat16) in launch["constants"]
-    with policy_override(out16=False):
-        assert schedule.out_mantissa(4) == 0
+    launch = gpu.decode_launch(_problem(True, mx.bfloat16, None, 64, 8, 1, 8, 2), quantized=True)
+    assert ("OUT_MANTISSA", 0) in launch["constants"]
 
 
 INCLUDE = re.compile(r'^#include "(/[^"]+)"$', re.M)
@@ -409,8 +416,8 @@ def test_cuda_sources_by_path_compile_the_same_text(monkeypatch):
 
 def test_cuda_kernels_made_from_paths(monkeypatch, tmp_path):
     """gpu_launch._kernel hands mx.fast.cuda_kernel the by-path form, named by the digest of the files'
-    text; the text itself where DEFAULT.cuda_sources_by_path is off or a path cannot be written in an
-    #include; and Metal always gets the text."""
+    text; the text itself where a path cannot be written in an #include (under the same name: the
+    same text); and Metal always gets the text."""
     made = []
     monkeypatch.setattr(sources, "on_metal", lambda: False)
     monkeypatch.setattr(mx.fast, "cuda_kernel", lambda **kwargs: made.append(kwargs))
@@ -426,16 +433,15 @@ def test_cuda_kernels_made_from_paths(monkeypatch, tmp_path):
     try:
         kernel = make()
         assert (kernel["source"], kernel["header"]) == by_path
-        with policy_override(cuda_sources_by_path=False):
-            plain = make()
-        assert (plain["source"], plain["header"]) == as_text and plain["name"] == kernel["name"]
         odd = tmp_path / 'me"tal'
         odd.mkdir()
         for name in sources.KERNEL_FILES + sources.HEADER_FILES + (sources.CUDA_COMPAT,):
             (odd / name).write_text(sources.read_kernel_file(name))
         monkeypatch.setattr(sources, "kernel_dir", lambda: odd)
         assert sources.include_line("merge_partials.metal") is None
-        assert (make()["source"], sources.kernel_sources(*args[3:], by_path=True)) == (as_text[0], None)
+        as_file = make()
+        assert (as_file["source"], as_file["header"]) == as_text and as_file["name"] == kernel["name"]
+        assert sources.kernel_sources(*args[3:], by_path=True) is None
         monkeypatch.setattr(sources, "on_metal", lambda: True)
         assert sources.kernel_sources(*args[3:], by_path=True) is None
     finally:
@@ -466,10 +472,10 @@ def test_cuda_sources_by_path_compile(monkeypatch, quantized):
 
 def test_block_policy(monkeypatch):
     """Split blocks depend on S and the format, never on B: plain K/V that the matrix kernel can
-    take get MAX_BLOCK keys (and that kernel) from DEFAULT.plain_long_blocks_from_s on, and
-    PLAIN_LONGER_BLOCK keys from DEFAULT.plain_longer_blocks_from_s on; quantized K/V,
-    other plain K/V (f32, D = 80) and shorter S aim at TARGET_BLOCKS blocks. Every S is split
-    here (SINGLE_PASS_MAX_S = 0), the one just below the threshold too."""
+    take get DEFAULT.max_block keys (and that kernel) from DEFAULT.plain_long_blocks_from_s on, and
+    DEFAULT.plain_longer_block keys from DEFAULT.plain_longer_blocks_from_s on; quantized K/V,
+    other plain K/V (f32, D = 80) and shorter S aim at DEFAULT.target_blocks blocks. Every S is
+    split here (single_pass_max_s = 0), the one just below the threshold too."""
     monkeypatch.setattr(sources, "on_metal", lambda: False)
     long_from = DEFAULT.plain_long_blocks_from_s
     longer_from = DEFAULT.plain_longer_blocks_from_s
@@ -500,7 +506,7 @@ def test_block_policy(monkeypatch):
                 plain = count(S, schedule.block_keys(S, plain_matrix=True))
                 assert blocks(B, S) == ("decode_mma.metal", plain), (B, S)
                 assert blocks(B, S, mx.float16, 64) == ("decode_mma.metal", plain), (B, S)
-                aimed = count(S, schedule.block_keys(S))  # TARGET_BLOCKS, or fewer where MIN_BLOCK binds
+                aimed = count(S, schedule.block_keys(S))  # target_blocks, or fewer where min_block binds
                 assert blocks(B, S, mx.float32) == ("decode_attention.metal", aimed), (B, S)
                 assert blocks(B, S, D=80) == ("decode_attention.metal", aimed), (B, S)
                 assert blocks(B, S, quantized=True) == ("decode_mma.metal", aimed), (B, S)
