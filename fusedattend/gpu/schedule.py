@@ -94,7 +94,8 @@ class Policy:
     # --- decode_attention.metal's register tiling (docs/decisions/schedule-keys-in-flight.md)
     # Goal: a lane holds E elements of a row and ROWS query rows, within max_row_elements floats.
     # Example: G * L = 4 rows, D = 128 -> ROWS = 4, E = 8. Rule: ROWS = min(next pow2 of G * L,
-    # max_rows); E = max(pow2 >= D / 32, min(elements_per_lane, max_row_elements / ROWS)).
+    # max_rows); E = max(pow2 >= D / 32, min(elements_per_lane, max_row_elements / ROWS)); then
+    # ROWS = min(ROWS, max_row_elements / E).
     elements_per_lane: int = 8
     max_rows: int = 8
     max_row_elements: int = 32
@@ -111,9 +112,9 @@ class Policy:
     # Goal: more resident warps for split blocks (which fill the GPU) where the register cap
     # spills little. Example: bf16 split on decode_attention.metal: 4 an SM (128 registers);
     # 4-bit, 2 groups a row, 1024-key blocks on decode_mma.metal: 6 an SM. Rule: 0 leaves
-    # ptxas' choice; one-block launches always 0; the quantized matrix kernel takes a cap only for
-    # bits <= quantized_mma_bounded_max_bits and D / group_size <= quantized_mma_bounded_max_groups.
-    # A cap changes registers, never results.
+    # ptxas' choice; one-block launches and quantized K/V on decode_attention.metal always 0; the
+    # quantized matrix kernel takes a cap only for bits <= quantized_mma_bounded_max_bits and
+    # D / group_size <= quantized_mma_bounded_max_groups. A cap changes registers, never results.
     split_threadgroups_per_sm: int = 4
     quantized_mma_threadgroups_per_sm: int = 6
     plain_mma_threadgroups_per_sm: int = 0
@@ -129,8 +130,9 @@ class Policy:
     quantized_short_block: int = 512
     quantized_short_block_threadgroups_per_sm: int = 8
     quantized_short_block_prefetch_tiles: int = 2
-    # Goal: quantized split tiles staged through threadgroup memory (cp.async) STAGES ahead.
-    # Example: D = 128, 4 bits, group 64, bf16 scales (4 bytes a key and array) on CUDA -> 2.
+    # Goal: quantized split tiles staged through threadgroup memory (cp.async) STAGES ahead
+    # (docs/decisions/schedule-quantized-stages.md). Example: D = 128, 4 bits, group 64, bf16
+    # scales (4 bytes a key and array) on CUDA -> 2.
     # Rule: split only, codes in whole 16-byte pieces and 4, 8 or 16 bytes of scales a key; on
     # Apple only if stage_on_metal (Apple's copies are plain loads: not measured there, off).
     quantized_stages: int = 2
@@ -263,14 +265,16 @@ def key_schedule(S: int, *, plain_matrix: bool, policy: Optional[Policy] = None)
 def score_mantissa(dtype, bits: int, group_size: int) -> int:
     """decode_mma.metal's SCORE_MANTISSA: the query type's mantissa bits where scores take 16-bit
     operands (a code 1 + c / 2^bits exact in that type, and a lane's GS / 4 codes of a group whole
-    32-bit words), else 0 (32-bit operands: tf32 on NVIDIA)."""
+    32-bit words), else 0 (32-bit operands: tf32 on NVIDIA; docs/decisions/schedule-scores16.md).
+    Example: bf16, 4 bits, group 64 -> 7; bf16 with 8 bits, or 2 bits in groups of 32 -> 0."""
     mantissa = 10 if dtype == mx.float16 else 7
     return mantissa if bits <= mantissa and group_size * bits >= 128 else 0
 
 
 def out_mantissa(bits: int) -> int:
     """decode_mma.metal's OUT_MANTISSA: bf16's 7 where V codes take 16-bit operands (1 + c / 2^bits
-    exact in bf16; docs/decisions/schedule-out16.md), else 0 (32-bit operands)."""
+    exact in bf16; docs/decisions/schedule-out16.md), else 0 (32-bit operands). Example: 4 bits
+    -> 7, 8 bits -> 0."""
     return 7 if bits <= 7 else 0
 
 
