@@ -7,6 +7,7 @@ cases both in one block (S <= DEFAULT.single_pass_max_s) and split into blocks m
 launch. A change to a kernel is checked here, CI included, before it reaches a GPU.
 """
 
+import contextlib
 import dataclasses
 import math
 
@@ -22,8 +23,8 @@ from fusedattend.gpu import launch as gpu_launch, schedule, sources
 from tests.kernels.cpu_emulator import compiler_available, emulated_gpu
 from tests.kernels.policy_override import policy_override
 from tests.property.strategies import (
-    attention_cases, block_edge_case, cancelling_case, climbing_case, edge_case, examples, pinned, pinned_cases,
-    pinned_layered_cases, pinned_quantized_cases, quantized_cases, run_case,
+    attention_cases, block_edge_case, cancelling_case, climbing_case, edge_case, examples, kv_layout, pinned,
+    pinned_cases, pinned_layered_cases, pinned_quantized_cases, quantized_cases, run_case,
 )
 from tests.property.test_batch_invariance import _check_layers, _check_requests
 from tests.property.test_mask_semantics import (
@@ -32,6 +33,7 @@ from tests.property.test_mask_semantics import (
 from tests.property.test_online_softmax_parity import check_parity
 
 DEFAULT = schedule.Policy()  # the shipped schedule
+SOURCES = sources.kernel_sources  # as the module has it, before a test patches it
 
 pytestmark = pytest.mark.skipif(not compiler_available(), reason="g++ not installed here")
 
@@ -78,16 +80,17 @@ def test_emulated_layer_call_equals_stacked_layers(case):
 def test_emulated_split_blocks(case):
     """The short cases above mostly take one block (S <= DEFAULT.single_pass_max_s): here the same
     cases split into blocks and merged by the second launch, for oracle parity and batch
-    invariance, and where the split path also has a single block (S <= MIN_BLOCK), the very
-    output of the single pass when both launches stream the keys alike."""
+    invariance, and where the split path also has a single block (S <= DEFAULT.min_block), the
+    very output of the single pass when both launches stream the keys alike."""
     with emulated_gpu():
         one = run_case(case, "cuda")
         with policy_override(single_pass_max_s=0):
             check_parity(case, "cuda")
             _check_requests(case, "cuda")
-        alike = dict(SIMDGROUPS=DEFAULT.single_pass_simdgroups, QUANTIZED_MMA_SIMDGROUPS=DEFAULT.single_pass_simdgroups,
-                     PLAIN_MMA_SIMDGROUPS=DEFAULT.single_pass_simdgroups,
-                     KEY_BYTES_IN_FLIGHT=DEFAULT.single_pass_key_bytes_in_flight, PLAIN_MMA_MIN_BLOCK=0)  # the kernel of the single pass (decode_mma.metal where it takes it)
+        # the single pass's threads, keys in flight and kernel (decode_mma.metal where it takes it)
+        alike = dict(simdgroups=DEFAULT.single_pass_simdgroups, quantized_mma_simdgroups=DEFAULT.single_pass_simdgroups,
+                     plain_mma_simdgroups=DEFAULT.single_pass_simdgroups,
+                     key_bytes_in_flight=DEFAULT.single_pass_key_bytes_in_flight, plain_mma_min_block=0)
         with policy_override(single_pass_max_s=0, **alike):
             two = run_case(case, "cuda")
     if case.dims[5] <= DEFAULT.min_block:
@@ -143,8 +146,8 @@ def test_emulated_rows_against_lanes(single_pass_max_s, case):
 @examples(0.1)
 @given(case=short_cases())
 def test_emulated_single_pass_with_8_simdgroups(case):
-    """DEFAULT.single_pass_simdgroups = 8 (a sweep option, not the default): oracle parity and batch
-    invariance with twice the threads streaming one block."""
+    """single_pass_simdgroups = 8 (a policy a sweep may try, not the default): oracle parity and
+    batch invariance with twice the threads streaming one block."""
     with emulated_gpu(), policy_override(single_pass_simdgroups=8, single_pass_max_s=4096):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
@@ -201,7 +204,7 @@ def test_emulated_plain_matrices_long_blocks(layout, longer):
     block = DEFAULT.plain_longer_block if longer else DEFAULT.max_block
     S = (1 if longer else 2) * block + 52
     case = block_edge_case(block, S)
-    lowered = dict(PLAIN_LONGER_BLOCKS_FROM_S=1) if longer else dict(PLAIN_LONG_BLOCKS_FROM_S=1)
+    lowered = dict(plain_longer_blocks_from_s=1) if longer else dict(plain_long_blocks_from_s=1)
     with emulated_gpu(layout), policy_override(single_pass_max_s=0, **lowered):
         assert schedule.block_keys(S, plain_matrix=True) == block
         assert schedule.uses_mma(case.dtype, case.dims[-1], quantized=False, single_pass=False, block=block)
@@ -214,8 +217,8 @@ def test_emulated_plain_matrices_long_blocks(layout, longer):
 @given(case=short_cases())
 def test_emulated_plain_without_matrices(case):
     """decode_attention.metal keeps plain f32, D > 128 and D not a multiple of 32: f16 / bf16
-    cases through it too (FUSEDATTEND_PLAIN_MMA=0)."""
-    with emulated_gpu(), policy_override(plain_mma=False):
+    cases through it too (plain_mma_max_d = 0)."""
+    with emulated_gpu(), policy_override(plain_mma_max_d=0):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 
@@ -283,8 +286,8 @@ def test_emulated_quantized_matrices_staged(stages, layout, case):
 
 def test_emulated_staged_cases_stage():
     with emulated_gpu(), policy_override(stage_on_metal=True):
-        assert all(schedule.quantized_stages(c.dims[-1], c.bits, c.group_size, c.dtype, single_pass=False, short=False, on_metal=sources.on_metal())
-                   for c in STAGED_CASES)
+        assert all(schedule.quantized_stages(c.dims[-1], c.bits, c.group_size, c.dtype, single_pass=False, short=False,
+                                             on_metal=sources.on_metal()) for c in STAGED_CASES)
 
 
 @pytest.mark.parametrize("single_pass_max_s", [4096, 0], ids=["one_block", "split"])
@@ -306,8 +309,9 @@ def test_emulated_nan_reaching_a_visible_score(plain_mma, single_pass_max_s, whe
     """NaN in a visible key or value, or a NaN / +inf additive mask entry: the rows that see it
     are NaN, not zeros (fa_normalise), in one block and split (the merge), and the rest is the
     clean call's to the bit. Both plain kernels."""
-    with emulated_gpu("nvidia"), policy_override(single_pass_max_s=single_pass_max_s, plain_mma=plain_mma,
-                                               plain_mma_min_block=0):
+    with emulated_gpu("nvidia"), policy_override(single_pass_max_s=single_pass_max_s,
+                                                 plain_mma_max_d=DEFAULT.plain_mma_max_d if plain_mma else 0,
+                                                 plain_mma_min_block=0):
         for case in PLAIN_MMA_CASES[1:4]:  # [0] hides every row
             for which in range(2):
                 assert check_poisoned_rows(case, "cuda", which, where)
@@ -408,15 +412,59 @@ def test_emulated_matrices_with_other_simdgroups(simdgroups, case):
         _check_requests(case, "cuda")
 
 
-@pinned(MMA_CASES[:3] + PLAIN_MMA_CASES[:3])
+def _transposed(case):
+    """`case` with K and V read through swapaxes of (..., D, S) buffers (D the strided axis)."""
+    k, v = (kv_layout(np.array(x.astype(mx.float32)), case.dtype, "transposed", None) for x in (case.k, case.v))
+    return dataclasses.replace(case, k=k, v=v)
+
+
+# Arrays whose offsets fa_narrow_rows rejects: quantized K/V in the "strided" layout (codes' words S
+# apart, biases' rows longer than the scales'), plain K/V with D the strided axis.
+WIDE_OFFSET_CASES = [
+    edge_case(S=257, D=128, H_q=32, H_kv=2, bits=4, group_size=32, mask="bool_hidden_row", layout="strided"),
+    edge_case(S=33, D=64, L=3, H_q=8, H_kv=2, bits=8, group_size=64, mask="causal", dtype=mx.float16,
+              layout="strided"),
+    edge_case(S=200, D=32, H_q=8, H_kv=8, bits=2, group_size=32, key_ranges=[[150, 50], [0, 1]], layout="strided"),
+    _transposed(PLAIN_MMA_CASES[0]),
+    _transposed(PLAIN_MMA_CASES[1]),
+]
+
+
+@pinned(WIDE_OFFSET_CASES)
 @settings(phases=[Phase.explicit])
 @given(case=short_cases())
 def test_emulated_matrices_with_64_bit_offsets(case):
     """The matrix kernel's other pass, quantized and plain: 64-bit products of every array's
-    strides, which the GPU takes for arrays fa_narrow_rows rejects. Arrays reach the emulation
-    contiguous (the 32-bit pass), so DEFAULT.mma_offsets32 = False forces this one; split, with
-    cuda_compat.h's layout."""
-    with emulated_gpu("nvidia"), policy_override(mma_offsets32=False, single_pass_max_s=0, plain_mma_min_block=0):
+    strides, which the kernel takes for arrays fa_narrow_rows rejects (these layouts); split,
+    with cuda_compat.h's layout."""
+    with emulated_gpu("nvidia"), policy_override(single_pass_max_s=0, plain_mma_min_block=0):
+        assert schedule.uses_mma(case.dtype, case.dims[-1], quantized=case.bits is not None, single_pass=False,
+                                 block=0)
+        check_parity(case, "cuda")
+        _check_requests(case, "cuda")
+
+
+@contextlib.contextmanager
+def _offsets32_off():
+    """Kernels compiled with OFFSETS32 false for the block: every array takes the 64-bit pass."""
+    def wide(body_file, defines=(), launch_bounds=None, constants=(), **kwargs):
+        constants = tuple((name, False if name == "OFFSETS32" else value) for name, value in constants)
+        return SOURCES(body_file, defines, launch_bounds, constants, **kwargs)
+
+    sources.kernel_sources = wide
+    try:
+        yield
+    finally:
+        sources.kernel_sources = SOURCES
+
+
+@pinned(MMA_CASES[:3] + PLAIN_MMA_CASES[:3])
+@settings(phases=[Phase.explicit])
+@given(case=short_cases())
+def test_emulated_matrices_with_64_bit_offsets_on_packed_rows(case):
+    """The same pass over rows it still loads whole (contiguous elements), as the GPU takes it for
+    a head's rows past 2^31 elements, too large to emulate: compiled here with OFFSETS32 false."""
+    with emulated_gpu("nvidia"), _offsets32_off(), policy_override(single_pass_max_s=0, plain_mma_min_block=0):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 
@@ -426,35 +474,48 @@ def test_emulated_matrices_with_64_bit_offsets(case):
 @given(case=short_cases())
 def test_emulated_quantized_without_matrices(case):
     """decode_attention.metal keeps f32 queries and D > 128: f16 / bf16 cases through it too."""
-    with emulated_gpu(), policy_override(quantized_mma=False):
+    with emulated_gpu(), policy_override(quantized_mma_max_d=0):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 
 
+# The matrix kernel's 32-bit operand forms (tf32 on NVIDIA), which the schedule gives the formats
+# whose codes 16-bit operands cannot hold: scores for 8-bit codes with bf16 queries and for 2-bit
+# codes in groups of 32 (a lane's codes of a group less than a word; schedule.score_mantissa);
+# outputs for 8-bit codes (one code an operand, k = 8; schedule.out_mantissa).
+_EIGHT_BIT_BF16 = edge_case(S=129, D=128, H_q=4, H_kv=2, bits=8, group_size=64, mask="causal", L=2)
+SCORES32_CASES = [
+    MMA_CASES[2],
+    _EIGHT_BIT_BF16,
+    edge_case(S=47, D=64, H_q=8, H_kv=1, bits=2, group_size=32, dtype=mx.float16, mask="bool_hidden_row"),
+]
+OUT32_CASES = [
+    MMA_CASES[1],  # with 16-bit scores (f16)
+    _EIGHT_BIT_BF16,
+    edge_case(S=200, D=32, H_q=8, H_kv=8, bits=8, group_size=32, key_ranges=[[150, 50], [0, 1]]),
+]
+
+
 @pytest.mark.parametrize("layout", ["apple", "nvidia"])
-@pinned(MMA_CASES[:2] + MMA_CASES[4:])
+@pinned(SCORES32_CASES)
 @settings(phases=[Phase.explicit])
 @given(case=short_cases())
 def test_emulated_quantized_matrices_with_32_bit_scores(layout, case):
-    """The score product's other form: 32-bit operands (tf32 on NVIDIA), which the kernel takes
-    where 16-bit ones cannot hold the codes (8-bit codes with bf16 queries, or a lane's codes of a
-    group less than a word), forced on cases that would take 16-bit ones; split."""
-    assert schedule.score_mantissa(case.dtype, case.bits, case.group_size) != 0
-    with emulated_gpu(layout), policy_override(scores16=False, single_pass_max_s=0):
+    """The score product's 32-bit form, on the formats that take it; split."""
+    assert schedule.score_mantissa(case.dtype, case.bits, case.group_size) == 0
+    with emulated_gpu(layout), policy_override(single_pass_max_s=0):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 
 
 @pytest.mark.parametrize("layout", ["apple", "nvidia"])
-@pinned([c for c in MMA_CASES if c.bits <= 4][:3])
+@pinned(OUT32_CASES)
 @settings(phases=[Phase.explicit])
 @given(case=short_cases())
 def test_emulated_quantized_matrices_with_32_bit_outputs(layout, case):
-    """The output product's other form: V codes in 32-bit operands (tf32 on NVIDIA, one code an
-    operand, k = 8), which the kernel takes for 8-bit codes, forced on cases that would take
-    16-bit ones (two keys' codes of one dim a word, schedule.out_mantissa); split."""
-    assert schedule.out_mantissa(case.bits) != 0
-    with emulated_gpu(layout), policy_override(out16=False, single_pass_max_s=0):
+    """The output product's 32-bit form (V codes one an operand), on 8-bit codes; split."""
+    assert schedule.out_mantissa(case.bits) == 0
+    with emulated_gpu(layout), policy_override(single_pass_max_s=0):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 
