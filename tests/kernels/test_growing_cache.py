@@ -51,7 +51,7 @@ def _check_grown(steps, quantized, D, backend):
         assert mx.array_equal(out, want).item(), f"S = {S}: the replayed call differs from a fresh one"
 
 
-# The shipped schedule: one block up to SINGLE_PASS_MAX_S (512), then 4-bit blocks of 256 keys
+# The shipped schedule: one block up to Policy.single_pass_max_s (512), then 4-bit blocks of 256 keys
 # (the count changing at 769 and 1025), plain matrix blocks of 1024 (at 1025).
 GPU_STEPS = [510, 511, 512, 513, 514, 768, 769, 1024, 1025, 1026, 700]
 

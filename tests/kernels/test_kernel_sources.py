@@ -185,9 +185,10 @@ def test_launch_bounds_cap_registers(monkeypatch, quantized, body_file, per_sm):
     to the problem's one block)."""
     monkeypatch.setattr(sources, "on_metal", lambda: False)
     plain_mma = body_file == "decode_mma.metal"
-    with policy_override(single_pass_max_s=0, split_threadgroups_per_sm=per_sm, quantized_mma_threadgroups_per_sm=per_sm,
-                         quantized_short_block_threadgroups_per_sm=per_sm, plain_mma_threadgroups_per_sm=per_sm,
-                         plain_mma_min_block=0 if plain_mma else DEFAULT.plain_mma_min_block):
+    capped = dict(split_threadgroups_per_sm=per_sm, quantized_mma_threadgroups_per_sm=per_sm,
+                  quantized_short_block_threadgroups_per_sm=per_sm, plain_mma_threadgroups_per_sm=per_sm)
+    with policy_override(single_pass_max_s=0, plain_mma_min_block=0 if plain_mma else DEFAULT.plain_mma_min_block,
+                         **capped):
         launch = gpu.decode_launch(_problem(quantized, mx.bfloat16, None, 128, 4, 1, 32, 8, group_size=64),
                                    quantized=quantized)
     assert launch["body_file"] == body_file
@@ -273,22 +274,26 @@ def test_plain_prefetch_on_small_grids(monkeypatch, B, S, small):
 
 def test_quantized_stages_policy(monkeypatch):
     """schedule.quantized_stages: split launches only, on CUDA (Apple's copies are plain loads and
-    stores, not measured: only with Policy.stage_on_metal, as the CPU emulation sets it), where a key's
-    codes are whole 16-byte pieces and its scales of an array 4, 8 or 16 bytes."""
+    stores, not measured: only with Policy.stage_on_metal, as the CPU emulation sets it), where a
+    key's codes are whole 16-byte pieces and its scales of an array 4, 8 or 16 bytes."""
+    def stages(D, bits, group_size, scales_dtype=mx.bfloat16, *, single_pass=False, short=False):
+        return schedule.quantized_stages(D, bits, group_size, scales_dtype, single_pass=single_pass, short=short,
+                                         on_metal=sources.on_metal())
+
     monkeypatch.setattr(sources, "on_metal", lambda: False)
-    long_stages = schedule.quantized_stages(128, 4, 64, mx.bfloat16, single_pass=False, short=False, on_metal=sources.on_metal())
+    long_stages = stages(128, 4, 64)
     assert long_stages == DEFAULT.quantized_stages > 0
-    assert schedule.quantized_stages(128, 4, 64, mx.bfloat16, single_pass=False, short=True, on_metal=sources.on_metal()) == DEFAULT.quantized_short_block_stages
-    assert schedule.quantized_stages(128, 4, 64, mx.bfloat16, single_pass=True, short=False, on_metal=sources.on_metal()) == 0  # one block
-    assert schedule.quantized_stages(96, 2, 32, mx.bfloat16, single_pass=False, short=False, on_metal=sources.on_metal()) == 0  # 6 code words a key
-    assert schedule.quantized_stages(128, 8, 32, mx.bfloat16, single_pass=False, short=False, on_metal=sources.on_metal()) == long_stages  # 8-byte scale rows
-    assert schedule.quantized_stages(256, 4, 32, mx.bfloat16, single_pass=False, short=False, on_metal=sources.on_metal()) == long_stages  # 16-byte scale rows
-    assert schedule.quantized_stages(128, 4, 128, mx.bfloat16, single_pass=False, short=False, on_metal=sources.on_metal()) == 0  # 2 bytes
-    assert schedule.quantized_stages(256, 4, 32, mx.float32, single_pass=False, short=False, on_metal=sources.on_metal()) == 0  # 32 bytes
+    assert stages(128, 4, 64, short=True) == DEFAULT.quantized_short_block_stages
+    assert stages(128, 4, 64, single_pass=True) == 0  # one block
+    assert stages(96, 2, 32) == 0  # 6 code words a key
+    assert stages(128, 8, 32) == long_stages  # 8-byte scale rows
+    assert stages(256, 4, 32) == long_stages  # 16-byte scale rows
+    assert stages(128, 4, 128) == 0  # 2 bytes
+    assert stages(256, 4, 32, mx.float32) == 0  # 32 bytes
     monkeypatch.setattr(sources, "on_metal", lambda: True)
-    assert schedule.quantized_stages(128, 4, 64, mx.bfloat16, single_pass=False, short=False, on_metal=sources.on_metal()) == 0
+    assert stages(128, 4, 64) == 0
     with policy_override(stage_on_metal=True):
-        assert schedule.quantized_stages(128, 4, 64, mx.bfloat16, single_pass=False, short=False, on_metal=sources.on_metal()) == long_stages
+        assert stages(128, 4, 64) == long_stages
 
 
 @pytest.mark.skipif(not nvcc_wrap.nvcc_available(), reason="nvcc not installed here")
@@ -479,10 +484,13 @@ def test_block_policy(monkeypatch):
     monkeypatch.setattr(sources, "on_metal", lambda: False)
     long_from = DEFAULT.plain_long_blocks_from_s
     longer_from = DEFAULT.plain_longer_blocks_from_s
-    assert schedule.block_keys(long_from, plain_matrix=True) == schedule.block_keys(longer_from - 1, plain_matrix=True) == DEFAULT.max_block
-    assert schedule.block_keys(longer_from, plain_matrix=True) == schedule.block_keys(10 ** 6, plain_matrix=True) == DEFAULT.plain_longer_block
+    def matrix_block(S):
+        return schedule.block_keys(S, plain_matrix=True)
+
+    assert matrix_block(long_from) == matrix_block(longer_from - 1) == DEFAULT.max_block
+    assert matrix_block(longer_from) == matrix_block(10 ** 6) == DEFAULT.plain_longer_block
     assert schedule.block_keys(10 ** 6) == DEFAULT.max_block
-    assert schedule.block_keys(long_from - 1, plain_matrix=True) == schedule.block_keys(long_from - 1) < DEFAULT.max_block
+    assert matrix_block(long_from - 1) == schedule.block_keys(long_from - 1) < DEFAULT.max_block
     assert schedule.block_keys(long_from) == max(DEFAULT.min_block, long_from // DEFAULT.target_blocks)
 
     def blocks(B, S, dtype=mx.bfloat16, D=128, quantized=False):

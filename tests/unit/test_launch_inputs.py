@@ -41,7 +41,7 @@ def test_constant_inputs_leave_mlx_small_pool(monkeypatch):
 
 
 def test_single_launches_share_one_dims_for_every_S():
-    """A decode loop's single launches (S up to SINGLE_PASS_MAX_S) take one dims array, not one
+    """A decode loop's single launches (S up to single_pass_max_s) take one dims array, not one
     made for each S (a host-made array each step costs a decode loop: docs/h200/host-arrays/)."""
     q = mx.zeros((1, 8, 1, 64)).astype(mx.bfloat16)
     k = mx.zeros((1, 2, DEFAULT.single_pass_max_s, 64)).astype(mx.bfloat16)

@@ -65,9 +65,9 @@ def call(q, k, v, quantized, **kwargs):
 
 
 def grown_past_one_block(quantized):
-    """A growing cache's lengths, S = 1 .. SINGLE_PASS_MAX_S + 40, and how many schedules they
+    """A growing cache's lengths, S = 1 .. single_pass_max_s + 40, and how many schedules they
     take as the kernels need them: one for every S of one block, then one for each split
-    schedule (gpu._split_blocks)."""
+    schedule (schedule.split_blocks)."""
     lengths = range(1, DEFAULT.single_pass_max_s + 41)
     split = {schedule.split_blocks(S, plain_matrix=not quantized) for S in lengths if S > DEFAULT.single_pass_max_s}
     return lengths, 1 + len(split)
