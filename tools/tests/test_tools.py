@@ -45,3 +45,22 @@ def test_sass_stats_set_takes_policy_fields():
 @pytest.mark.parametrize("tool", ["sass_stats.py", "schedule_sweep.py", "sass_same.py"])
 def test_help(tool):
     assert "usage:" in run_tool(f"tools/{tool}", "--help")
+
+
+def test_sweep_variants_put_each_policy_in_force(monkeypatch, tmp_path):
+    import schedule_sweep
+
+    from fusedattend.gpu import sources
+
+    monkeypatch.delenv(schedule.SCHEDULE_ENV, raising=False)  # restored after the test
+    monkeypatch.setattr(sources, "kernel_dir", sources.kernel_dir)
+    shipped = sources.kernel_dir()
+    variants = schedule_sweep.Variants([{}, {"simdgroups": 8}, {"metal": str(tmp_path), "max_block": 2048}], tmp_path)
+    seen = []
+    for i in (1, 2, 0):
+        variants.use(i)
+        policy = schedule.current_policy()
+        seen.append((policy.simdgroups, policy.max_block, sources.kernel_dir()))
+    assert seen == [(8, 1024, shipped), (4, 2048, tmp_path), (4, 1024, shipped)]
+    with pytest.raises(ValueError, match="SIMDGROUPS"):
+        schedule_sweep.Variants([{"SIMDGROUPS": 8}], tmp_path)
