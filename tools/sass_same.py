@@ -11,7 +11,7 @@ cuobjdump and nvdisasm. From the repository root:
 
     mkdir -p /tmp/old && git archive HEAD~1 metal | tar -x -C /tmp/old --strip-components=1
     python tools/sass_same.py /tmp/old                  # every launch of the grid
-    python tools/sass_same.py /tmp/old --only 4-bit     # the launches whose label holds "4-bit"
+    python tools/sass_same.py /tmp/old --only "4-bit gs=64 bfloat16 S=32768"   # labels holding it
 """
 
 import argparse
@@ -41,11 +41,12 @@ def configurations():
     in split blocks at S = 4096; f32 queries take decode_attention.metal always."""
     for S in (300, 4096, 32768):
         for dtype in (mx.bfloat16, mx.float16):
+            name = str(dtype).rsplit(".", 1)[-1]
             for D in (64, 128):
                 q = mx.zeros((1, 32, 1, D), dtype=dtype)
                 k = mx.zeros((1, 8, S, D), dtype=dtype)
                 for mask_name, mask in masks(S, dtype):
-                    yield f"plain {dtype} D={D} S={S} mask={mask_name}", plain_problem(q, k, k, None, mask, None), False
+                    yield f"plain {name} D={D} S={S} mask={mask_name}", plain_problem(q, k, k, None, mask, None), False
             if S == 4096:
                 continue  # the quantized kernel as at S = 32768
             q = mx.zeros((1, 32, 1, 128), dtype=dtype)
@@ -53,7 +54,7 @@ def configurations():
             for bits, group_size in ((4, 64), (4, 32), (8, 64), (2, 32)):
                 kq = quantize_kv(k, bits=bits, group_size=group_size)
                 for mask_name, mask in masks(S, dtype):
-                    yield (f"{bits}-bit gs={group_size} {dtype} S={S} mask={mask_name}",
+                    yield (f"{bits}-bit gs={group_size} {name} S={S} mask={mask_name}",
                            quantized_problem(q, kq, kq, None, mask, None, bits, group_size), True)
     for S in (300, 4096):
         q = mx.zeros((1, 32, 1, 128), dtype=mx.float32)
@@ -97,6 +98,8 @@ def main():
             differ += 1
             print(f"differs: {label}, {kernel} ({len(before)} -> {len(after)} instructions)", flush=True)
     print(f"identical SASS: {same} launches, different: {differ}")
+    if not same + differ:
+        sys.exit(f"no launch's label holds {args.only!r}")
     sys.exit(1 if differ else 0)
 
 
