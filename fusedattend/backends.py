@@ -87,16 +87,21 @@ def resolve(backend) -> str:
 # that can replay it (the GPU backends: `replayer`), the function that launches its kernels from
 # its arrays alone. A decode loop repeats one signature every step (its cache growing a key a
 # step: S is not in the signature); its later steps skip the checks, the dispatch and the launch
-# set-up (tens of µs of host time, docs/h200/journal.md). Keyed by what picks the backend too. Cleared
-# with gpu.clear_caches() when the schedule's constants change.
+# set-up (tens of µs of host time). Keyed by what picks the backend too, and by
+# FUSEDATTEND_SCHEDULE's value, which fixes the GPU schedule's Policy (gpu/schedule.py reads each
+# file once a process): a replayer made under another policy is never returned.
 _REPLAYS = {}
 _REPLAYS_MAX = 4096
 
 
+SCHEDULE_ENV = "FUSEDATTEND_SCHEDULE"  # gpu.schedule.SCHEDULE_ENV (not imported: backends stays GPU-free)
+
+
 def _replay_key(signature, backend):
+    policy = os.environ.get(SCHEDULE_ENV)
     if backend is None:  # what default_backend() reads
-        return signature, None, os.environ.get(ENV_VAR), mx.default_device() == mx.gpu
-    return signature, backend
+        return signature, None, policy, os.environ.get(ENV_VAR), mx.default_device() == mx.gpu
+    return signature, backend, policy
 
 
 def replay(signature, backend):
@@ -127,7 +132,7 @@ def run(problem: Problem, backend, quantized: bool, signature=None):
             name = "reference"
     module = _module(_MODULES[name])
     launcher = getattr(module, "launcher" if signature is None else "replayer", None)
-    launch = launcher(problem, quantized) if launcher else None
+    launch = launcher(problem, quantized=quantized) if launcher else None
     if launch is None:
         fn = module.quantized_decode_attention if quantized else module.decode_attention
         return problem.unlayer(fn(problem))

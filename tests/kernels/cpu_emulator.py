@@ -4,7 +4,7 @@ tests/kernels/cpu_compat.h, one fiber per GPU thread.
     with emulated_gpu():                       # patches fusedattend for the block
         out = fusedattend.decode_attention(q, k, v, backend="cuda")
 
-Everything of fusedattend/gpu.py runs as it does on a GPU (schedule, launch set-up, both
+Everything of fusedattend/gpu/ runs as it does on a GPU (schedule, launch set-up, both
 launches); only `mx.fast.metal_kernel` / `mx.fast.cuda_kernel` are replaced by a stand-in that
 compiles the same Metal source for the host. So machines without a GPU, CI included, check the
 kernels' logic: exp2 is the C library's rather than the GPU's approximation, everything else is
@@ -28,9 +28,10 @@ import mlx.core as mx
 import numpy as np
 
 from fusedattend import backends, gpu
+from fusedattend.gpu import launch as gpu_launch, sources
 
 COMPAT = Path(__file__).with_name("cpu_compat.h")
-CPP_TYPES = gpu.METAL_TYPE_NAMES  # cpu_compat.h names the types as Metal does
+CPP_TYPES = sources.METAL_TYPE_NAMES  # cpu_compat.h names the types as Metal does
 STORAGE = {  # numpy dtype holding each MLX dtype's bits
     mx.float32: np.float32, mx.float16: np.float16, mx.bfloat16: np.uint16,
     mx.uint32: np.uint32, mx.int32: np.int32, mx.bool_: np.bool_,
@@ -158,7 +159,7 @@ ASM_PRODUCT = re.compile(r"template <typename (F|T, typename F, typename F16)>\n
 
 def nvidia_fragments() -> str:
     """cuda_compat.h's matrix section for the CPU, its three asm products emulated."""
-    text = gpu.read_kernel_file(gpu.CUDA_COMPAT)
+    text = sources.read_kernel_file(sources.CUDA_COMPAT)
     section = text[text.index("#define FA_HAVE_MMA"):]
     kept, n = ASM_PRODUCT.subn("", section)
     assert n == 3 and "asm" not in kept, "cuda_compat.h's matrix products changed shape"
@@ -175,7 +176,7 @@ class EmulatedKernel:
         self.body_file, self.defines, self.constants = body_file, defines, constants  # launch bounds: CUDA only
 
     def __call__(self, *, inputs, grid, threadgroup, output_shapes, output_dtypes, **_):
-        body, header = gpu.kernel_sources(self.body_file, self.defines, constants=self.constants)  # the Metal form
+        body, header = sources.kernel_sources(self.body_file, self.defines, constants=self.constants)  # the Metal form
         if self.layout == "nvidia":
             header = nvidia_fragments() + header
         program = _program(body, header, list(zip(self.input_names, [x.dtype for x in inputs])),
@@ -209,14 +210,14 @@ def emulated_gpu(layout="apple"):
     """Within the block, backend="cuda" is available and runs fusedattend.gpu with every kernel
     emulated (the Metal form of its body, compiled for the host). layout="nvidia" gives the
     simdgroup-matrix products cuda_compat.h's placement of elements instead of Apple's."""
-    saved = gpu._kernel, gpu.on_metal, backends._is_available
+    saved = gpu_launch._kernel, sources.on_metal, backends._is_available
     real = backends._is_available
     kernel = type("EmulatedKernel", (EmulatedKernel,), {"layout": layout})
-    gpu._kernel, gpu.on_metal = kernel, (lambda: True)
+    gpu_launch._kernel, sources.on_metal = kernel, (lambda: True)
     backends._is_available = lambda name: name == "cuda" or real(name)
-    gpu.clear_caches()  # replayed launchers hold the kernels they were made with
+    backends.forget_replays()  # replayed launchers hold the kernels they were made with
     try:
         yield
     finally:
-        gpu._kernel, gpu.on_metal, backends._is_available = saved
-        gpu.clear_caches()
+        gpu_launch._kernel, sources.on_metal, backends._is_available = saved
+        backends.forget_replays()

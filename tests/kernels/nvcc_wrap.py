@@ -3,7 +3,7 @@
 MLX (mlx/backend/cuda/custom_kernel.cpp) puts the header after its own includes, then declares
 `__global__ void name(const T* in, [Shape in_shape,] [Strides in_strides,] ..., T* out...)` inside
 namespace mlx::core::cu and appends the body (which opens with its compile-time constants:
-gpu.constant_lines). This module rebuilds that text with a stand-in for MLX's device header, so a
+sources.constant_lines). This module rebuilds that text with a stand-in for MLX's device header, so a
 machine with nvcc but no GPU (or no MLX CUDA build) can prove every kernel compiles.
 """
 
@@ -17,8 +17,9 @@ from pathlib import Path
 import mlx.core as mx
 
 from fusedattend import gpu
+from fusedattend.gpu import sources
 
-CUDA_TYPES = gpu.CUDA_TYPE_NAMES
+CUDA_TYPES = sources.CUDA_TYPE_NAMES
 
 MLX_DEVICE_HEADER_STANDIN = """
 #include <cuda_bf16.h>
@@ -50,8 +51,8 @@ def wrap(name, source, header, inputs, outputs):
 
 def wrap_launch(launch):
     """The CUDA text MLX would compile for a gpu.decode_launch() dict, on this platform's form of
-    the sources (the caller makes gpu.on_metal() false for the CUDA one)."""
-    source, header = gpu.kernel_sources(launch["body_file"], launch["defines"], launch["launch_bounds"],
+    the sources (the caller makes sources.on_metal() false for the CUDA one)."""
+    source, header = sources.kernel_sources(launch["body_file"], launch["defines"], launch["launch_bounds"],
                                         launch["constants"])
     call = launch["call"]
     inputs = [(name, x.dtype) for name, x in zip(launch["input_names"], call["inputs"])]

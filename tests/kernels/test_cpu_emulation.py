@@ -3,10 +3,11 @@ compiled for the host and run one fiber per GPU thread (tests/kernels/cpu_emulat
 
 The same properties as on a GPU, on small shapes: parity with the float64 oracle (pinned
 schedule edges and drawn cases), and bit-exact batch and layer invariance; and the same short
-cases both in one block (S <= gpu.SINGLE_PASS_MAX_S) and split into blocks merged by a second
+cases both in one block (S <= DEFAULT.single_pass_max_s) and split into blocks merged by a second
 launch. A change to a kernel is checked here, CI included, before it reaches a GPU.
 """
 
+import contextlib
 import dataclasses
 import math
 
@@ -17,12 +18,13 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 import fusedattend as fa
-from fusedattend import KeyRanges, gpu
+from fusedattend import KeyRanges, backends
+from fusedattend.gpu import launch as gpu_launch, schedule, sources
 from tests.kernels.cpu_emulator import compiler_available, emulated_gpu
-from tests.kernels.gpu_constants import gpu_constants
+from tests.kernels.policy_override import policy_override
 from tests.property.strategies import (
-    attention_cases, block_edge_case, cancelling_case, climbing_case, edge_case, examples, pinned, pinned_cases,
-    pinned_layered_cases, pinned_quantized_cases, quantized_cases, run_case,
+    attention_cases, block_edge_case, cancelling_case, climbing_case, edge_case, examples, kv_layout, pinned,
+    pinned_cases, pinned_layered_cases, pinned_quantized_cases, quantized_cases, run_case,
 )
 from tests.property.test_batch_invariance import _check_layers, _check_requests
 from tests.property.test_mask_semantics import (
@@ -30,9 +32,12 @@ from tests.property.test_mask_semantics import (
 )
 from tests.property.test_online_softmax_parity import check_parity
 
+DEFAULT = schedule.Policy()  # the shipped schedule
+SOURCES = sources.kernel_sources  # as the module has it, before a test patches it
+
 pytestmark = pytest.mark.skipif(not compiler_available(), reason="g++ not installed here")
 
-# Short S around the key-block sizes (gpu.MIN_BLOCK = 256; 128 before) and the step of 16 keys.
+# Short S around the key-block sizes (DEFAULT.min_block = 256; 128 before) and the step of 16 keys.
 SHORT_S = (1, 2, 3, 15, 17, 63, 127, 128, 129, 255, 257)
 # The suites' NL = 1 edge, and a shorter multi-layer one than theirs (S = 1024 runs slowly here).
 LAYERED = pinned_layered_cases()[:1] + [edge_case(NL=3, B=2, S=130, L=3, layered=True, mask="bool_hidden_row")]
@@ -73,21 +78,22 @@ def test_emulated_layer_call_equals_stacked_layers(case):
 @examples(0.2)
 @given(case=short_cases())
 def test_emulated_split_blocks(case):
-    """The short cases above mostly take one block (S <= gpu.SINGLE_PASS_MAX_S): here the same
+    """The short cases above mostly take one block (S <= DEFAULT.single_pass_max_s): here the same
     cases split into blocks and merged by the second launch, for oracle parity and batch
-    invariance, and where the split path also has a single block (S <= MIN_BLOCK), the very
-    output of the single pass when both launches stream the keys alike."""
+    invariance, and where the split path also has a single block (S <= DEFAULT.min_block), the
+    very output of the single pass when both launches stream the keys alike."""
     with emulated_gpu():
         one = run_case(case, "cuda")
-        with gpu_constants(SINGLE_PASS_MAX_S=0):
+        with policy_override(single_pass_max_s=0):
             check_parity(case, "cuda")
             _check_requests(case, "cuda")
-        alike = dict(SIMDGROUPS=gpu.SINGLE_PASS_SIMDGROUPS, QUANTIZED_MMA_SIMDGROUPS=gpu.SINGLE_PASS_SIMDGROUPS,
-                     PLAIN_MMA_SIMDGROUPS=gpu.SINGLE_PASS_SIMDGROUPS,
-                     KEY_BYTES_IN_FLIGHT=gpu.SINGLE_PASS_KEY_BYTES_IN_FLIGHT, PLAIN_MMA_MIN_BLOCK=0)  # the kernel of the single pass (decode_mma.metal where it takes it)
-        with gpu_constants(SINGLE_PASS_MAX_S=0, **alike):
+        # the single pass's threads, keys in flight and kernel (decode_mma.metal where it takes it)
+        alike = dict(simdgroups=DEFAULT.single_pass_simdgroups, quantized_mma_simdgroups=DEFAULT.single_pass_simdgroups,
+                     plain_mma_simdgroups=DEFAULT.single_pass_simdgroups,
+                     key_bytes_in_flight=DEFAULT.single_pass_key_bytes_in_flight, plain_mma_min_block=0)
+        with policy_override(single_pass_max_s=0, **alike):
             two = run_case(case, "cuda")
-    if case.dims[5] <= gpu.MIN_BLOCK:
+    if case.dims[5] <= DEFAULT.min_block:
         assert mx.array_equal(one, two), f"single pass != two launches with one block: {case}"
 
 
@@ -107,9 +113,9 @@ MANY_BLOCKS_CASES = [
 @given(case=short_cases())
 def test_emulated_merge_of_many_blocks(target_blocks, case):
     """Oracle parity and batch invariance with blocks of 2-8 keys: 33 to 100 states a row."""
-    with emulated_gpu(), gpu_constants(SINGLE_PASS_MAX_S=0, MIN_BLOCK=1, TARGET_BLOCKS=target_blocks):
+    with emulated_gpu(), policy_override(single_pass_max_s=0, min_block=1, target_blocks=target_blocks):
         S = case.dims[5]
-        assert math.ceil(S / gpu.block_keys(S)) > 32
+        assert math.ceil(S / schedule.block_keys(S)) > 32
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 
@@ -131,7 +137,7 @@ SCATTER_CASES = [
 @given(case=short_cases())
 def test_emulated_rows_against_lanes(single_pass_max_s, case):
     """Oracle parity and batch invariance at those layouts, in one block and split."""
-    with emulated_gpu(), gpu_constants(SINGLE_PASS_MAX_S=single_pass_max_s):
+    with emulated_gpu(), policy_override(single_pass_max_s=single_pass_max_s):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 
@@ -140,15 +146,15 @@ def test_emulated_rows_against_lanes(single_pass_max_s, case):
 @examples(0.1)
 @given(case=short_cases())
 def test_emulated_single_pass_with_8_simdgroups(case):
-    """gpu.SINGLE_PASS_SIMDGROUPS = 8 (a sweep option, not the default): oracle parity and batch
-    invariance with twice the threads streaming one block."""
-    with emulated_gpu(), gpu_constants(SINGLE_PASS_SIMDGROUPS=8, SINGLE_PASS_MAX_S=4096):
+    """single_pass_simdgroups = 8 (a policy a sweep may try, not the default): oracle parity and
+    batch invariance with twice the threads streaming one block."""
+    with emulated_gpu(), policy_override(single_pass_simdgroups=8, single_pass_max_s=4096):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 
 
 # metal/decode_mma.metal over plain K/V (the f16 / bf16 cases above with D <= 128, a multiple of
-# 32, take it in one block; split blocks only from gpu.PLAIN_MMA_MIN_BLOCK keys, so these tests
+# 32, take it in one block; split blocks only from DEFAULT.plain_mma_min_block keys, so these tests
 # lower that to 0) at edges of its own: two row tiles (G * L = 16 rows, and 12 over three positions),
 # D = 32, 64, 96 and 128, masks of every kind (a row that sees no key; rows that see different
 # keys), key ranges that leave blocks empty, and non-contiguous K/V (edge_case's default: the
@@ -171,8 +177,8 @@ PLAIN_MMA_CASES = [
 def test_emulated_plain_matrices(single_pass_max_s, layout, case):
     """Oracle parity and batch invariance of the simdgroup-matrix kernel over plain K/V, in one
     block and split, in Apple's layout and in cuda_compat.h's (as the quantized cases below)."""
-    assert gpu._uses_mma(False, case.dtype, case.dims[-1], True, 0)
-    with emulated_gpu(layout), gpu_constants(SINGLE_PASS_MAX_S=single_pass_max_s, PLAIN_MMA_MIN_BLOCK=0):
+    assert schedule.uses_mma(case.dtype, case.dims[-1], quantized=False, single_pass=True, block=0)
+    with emulated_gpu(layout), policy_override(single_pass_max_s=single_pass_max_s, plain_mma_min_block=0):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 
@@ -184,24 +190,24 @@ def test_emulated_plain_matrices(single_pass_max_s, layout, case):
 def test_emulated_plain_matrices_hidden_nan(layout, case):
     """NaN and Inf in the K and V of keys no row sees (a weight of 0 times NaN is NaN in a
     product): bit-identical to the clean call, split (the block's end reads past hi too)."""
-    with emulated_gpu(layout), gpu_constants(SINGLE_PASS_MAX_S=0, PLAIN_MMA_MIN_BLOCK=0):
+    with emulated_gpu(layout), policy_override(single_pass_max_s=0, plain_mma_min_block=0):
         check_hidden_garbage(case, "cuda", seed=1, garbage=[np.nan, np.inf, -np.inf])
 
 
 @pytest.mark.parametrize("layout", ["apple", "nvidia"])
 @pytest.mark.parametrize("longer", [False, True], ids=["long", "longer"])
 def test_emulated_plain_matrices_long_blocks(layout, longer):
-    """The matrix kernel's long plain blocks (gpu.MAX_BLOCK keys from gpu.PLAIN_LONG_BLOCKS_FROM_S
-    on, gpu.PLAIN_LONGER_BLOCK from gpu.PLAIN_LONGER_BLOCKS_FROM_S on; the thresholds lowered here
+    """The matrix kernel's long plain blocks (DEFAULT.max_block keys from DEFAULT.plain_long_blocks_from_s
+    on, DEFAULT.plain_longer_block from DEFAULT.plain_longer_blocks_from_s on; the thresholds lowered here
     so that a short S takes them): the last block partial, the keys at the blocks' edges weighing
     much (block_edge_case). Oracle parity and batch invariance."""
-    block = gpu.PLAIN_LONGER_BLOCK if longer else gpu.MAX_BLOCK
+    block = DEFAULT.plain_longer_block if longer else DEFAULT.max_block
     S = (1 if longer else 2) * block + 52
     case = block_edge_case(block, S)
-    lowered = dict(PLAIN_LONGER_BLOCKS_FROM_S=1) if longer else dict(PLAIN_LONG_BLOCKS_FROM_S=1)
-    with emulated_gpu(layout), gpu_constants(SINGLE_PASS_MAX_S=0, **lowered):
-        assert gpu.block_keys(S, True) == block
-        assert gpu._uses_mma(False, case.dtype, case.dims[-1], False, block)
+    lowered = dict(plain_longer_blocks_from_s=1) if longer else dict(plain_long_blocks_from_s=1)
+    with emulated_gpu(layout), policy_override(single_pass_max_s=0, **lowered):
+        assert schedule.block_keys(S, plain_matrix=True) == block
+        assert schedule.uses_mma(case.dtype, case.dims[-1], quantized=False, single_pass=False, block=block)
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 
@@ -211,8 +217,8 @@ def test_emulated_plain_matrices_long_blocks(layout, longer):
 @given(case=short_cases())
 def test_emulated_plain_without_matrices(case):
     """decode_attention.metal keeps plain f32, D > 128 and D not a multiple of 32: f16 / bf16
-    cases through it too (FUSEDATTEND_PLAIN_MMA=0)."""
-    with emulated_gpu(), gpu_constants(PLAIN_MMA=False):
+    cases through it too (plain_mma_max_d = 0)."""
+    with emulated_gpu(), policy_override(plain_mma_max_d=0):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 
@@ -220,9 +226,9 @@ def test_emulated_plain_without_matrices(case):
 # metal/decode_mma.metal over quantized K/V (the quantized cases above with f16 / bf16 queries and
 # D <= 128 take it) at edges of its own: two row tiles (G * L = 16 and 12 rows, 8 a tile), every code width
 # and group size, D = 32 and 96 (one group and three), key ranges that leave blocks empty, and
-# both kinds of score operands (gpu.score_mantissa): 16-bit in bf16 (4-bit codes) and f16 (8- and
+# both kinds of score operands (schedule.score_mantissa): 16-bit in bf16 (4-bit codes) and f16 (8- and
 # 2-bit), 32-bit for 2-bit codes in groups of 32; and both kinds of output operands
-# (gpu.out_mantissa): 16-bit in bf16 for 2- and 4-bit codes, 32-bit for 8-bit ones.
+# (schedule.out_mantissa): 16-bit in bf16 for 2- and 4-bit codes, 32-bit for 8-bit ones.
 MMA_CASES = [
     edge_case(S=257, D=128, H_q=32, H_kv=2, bits=4, group_size=32, mask="bool_hidden_row"),
     edge_case(S=33, D=64, L=3, H_q=8, H_kv=2, bits=8, group_size=64, mask="causal", dtype=mx.float16),
@@ -243,13 +249,13 @@ def test_emulated_quantized_matrices(single_pass_max_s, layout, case):
     with Apple's placement of matrix elements (the Metal form) and with cuda_compat.h's (its
     layout functions, row masks and fa_acc_as_b as compiled for the H200, against PTX's fragment
     tables as tests/kernels/cpu_compat.h states them; only the asm products are emulated)."""
-    assert gpu._uses_mma(True, case.dtype, case.dims[-1], False, 0)
-    with emulated_gpu(layout), gpu_constants(SINGLE_PASS_MAX_S=single_pass_max_s):
+    assert schedule.uses_mma(case.dtype, case.dims[-1], quantized=True, single_pass=False, block=0)
+    with emulated_gpu(layout), policy_override(single_pass_max_s=single_pass_max_s):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 
 
-# Cases that stage (gpu.quantized_stages): 8-, 4- and 16-byte scale rows a key, 16-, 32- and
+# Cases that stage (schedule.quantized_stages): 8-, 4- and 16-byte scale rows a key, 16-, 32- and
 # 4-word code rows, both output forms (8-bit codes: 32-bit operands), masks and key ranges, blocks
 # of 8 tiles a simdgroup and a partial one.
 STAGED_CASES = [
@@ -271,17 +277,17 @@ def test_emulated_quantized_matrices_staged(stages, layout, case):
     (decode_mma.metal's STAGES; on the H200 cp.async, here copies at once): each lane copies
     pieces of keys that other lanes read, so a slot overwritten before every lane has read it,
     or read before every lane has filled it, gives wrong rows here, where lanes run in turn
-    between barriers. Cases that cannot stage (gpu.quantized_stages) load directly."""
-    with emulated_gpu(layout), gpu_constants(STAGE_ON_METAL=True, QUANTIZED_STAGES=stages,
-                                             QUANTIZED_SHORT_BLOCK_STAGES=stages, SINGLE_PASS_MAX_S=0):
+    between barriers. Cases that cannot stage (schedule.quantized_stages) load directly."""
+    with emulated_gpu(layout), policy_override(stage_on_metal=True, quantized_stages=stages,
+                                             quantized_short_block_stages=stages, single_pass_max_s=0):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 
 
 def test_emulated_staged_cases_stage():
-    with emulated_gpu(), gpu_constants(STAGE_ON_METAL=True):
-        assert all(gpu.quantized_stages(False, False, c.dims[-1], c.bits, c.group_size, c.dtype)
-                   for c in STAGED_CASES)
+    with emulated_gpu(), policy_override(stage_on_metal=True):
+        assert all(schedule.quantized_stages(c.dims[-1], c.bits, c.group_size, c.dtype, single_pass=False, short=False,
+                                             on_metal=sources.on_metal()) for c in STAGED_CASES)
 
 
 @pytest.mark.parametrize("single_pass_max_s", [4096, 0], ids=["one_block", "split"])
@@ -292,7 +298,7 @@ def test_emulated_quantized_matrices_hidden_nan(single_pass_max_s, case):
     """NaN / Inf in the scales and biases of keys no row sees: bit-identical to the clean call.
     Masks keep the kernel's `p != 0` guards (HIDES_PER_ROW); key ranges alone go unguarded, as
     the kernel never reads a key before the range and reads those past it as the last in it."""
-    with emulated_gpu("nvidia"), gpu_constants(SINGLE_PASS_MAX_S=single_pass_max_s):
+    with emulated_gpu("nvidia"), policy_override(single_pass_max_s=single_pass_max_s):
         check_quantized_hidden_garbage(case, "cuda", seed=1)
 
 
@@ -303,8 +309,9 @@ def test_emulated_nan_reaching_a_visible_score(plain_mma, single_pass_max_s, whe
     """NaN in a visible key or value, or a NaN / +inf additive mask entry: the rows that see it
     are NaN, not zeros (fa_normalise), in one block and split (the merge), and the rest is the
     clean call's to the bit. Both plain kernels."""
-    with emulated_gpu("nvidia"), gpu_constants(SINGLE_PASS_MAX_S=single_pass_max_s, PLAIN_MMA=plain_mma,
-                                               PLAIN_MMA_MIN_BLOCK=0):
+    with emulated_gpu("nvidia"), policy_override(single_pass_max_s=single_pass_max_s,
+                                                 plain_mma_max_d=DEFAULT.plain_mma_max_d if plain_mma else 0,
+                                                 plain_mma_min_block=0):
         for case in PLAIN_MMA_CASES[1:4]:  # [0] hides every row
             for which in range(2):
                 assert check_poisoned_rows(case, "cuda", which, where)
@@ -313,7 +320,7 @@ def test_emulated_nan_reaching_a_visible_score(plain_mma, single_pass_max_s, whe
 @pytest.mark.parametrize("single_pass_max_s", [4096, 0], ids=["one_block", "split"])
 def test_emulated_quantized_nan_scale_of_a_visible_key(single_pass_max_s):
     """The same for a NaN scale of a visible key in quantized K."""
-    with emulated_gpu("nvidia"), gpu_constants(SINGLE_PASS_MAX_S=single_pass_max_s):
+    with emulated_gpu("nvidia"), policy_override(single_pass_max_s=single_pass_max_s):
         for case in MMA_CASES[1:5]:  # [0] hides every row
             assert check_poisoned_rows(case, "cuda", 0, "scales")
 
@@ -323,13 +330,13 @@ def test_emulated_quantized_nan_scale_of_a_visible_key(single_pass_max_s):
 def test_emulated_plain_matrices_keep_small_weights_in_f16(single_pass_max_s, layout):
     """The output's weights reach the products as two f16 parts on NVIDIA, whose smallest step is
     2^-24: 511 keys of weight 2^-25 against one of weight 1 (V 1000 against 0) must still give
-    511 * 2^-25 * 1000 = 0.0152, not 0 (gpu.plain_weight_scale_log2 scales them into range)."""
+    511 * 2^-25 * 1000 = 0.0152, not 0 (schedule.plain_weight_scale_log2 scales them into range)."""
     S, D = 512, 32
     q = mx.zeros((1, 1, 1, D)).at[..., 0].add(1.0).astype(mx.float16)
     k = mx.zeros((1, 1, S, D)).at[:, :, 1:, 0].add(-25 * math.log(2)).astype(mx.float16)
     v = mx.zeros((1, 1, S, D)).at[:, :, 1:, :].add(1000.0).astype(mx.float16)
-    with emulated_gpu(layout), gpu_constants(SINGLE_PASS_MAX_S=single_pass_max_s, PLAIN_MMA_MIN_BLOCK=0):
-        assert gpu._uses_mma(False, mx.float16, D, True, 0)
+    with emulated_gpu(layout), policy_override(single_pass_max_s=single_pass_max_s, plain_mma_min_block=0):
+        assert schedule.uses_mma(mx.float16, D, quantized=False, single_pass=True, block=0)
         out = fa.decode_attention(q, k, v, scale=1.0, backend="cuda")
     want = fa.decode_attention(q, k, v, scale=1.0, backend="reference").astype(mx.float32)
     assert 0.014 < want[0, 0, 0, 0].item() < 0.017
@@ -344,7 +351,7 @@ def test_emulated_quantized_output_keeps_float_accuracy(q_scale):
     (strategies.cancelling_case): two parts' 16 bits exceeded it in each of these cases (err/tol
     1.25, 1.04, 1.17), three keep float's 24."""
     with emulated_gpu("nvidia"):
-        assert gpu.out_mantissa(4) != 0
+        assert schedule.out_mantissa(4) != 0
         check_parity(cancelling_case(q_scale), "cuda")
 
 
@@ -375,7 +382,7 @@ QUERY_RANGE_CASES = [
 @pytest.mark.parametrize("case", QUERY_RANGE_CASES, ids=["heads", "heads_and_dims", "f16_8bit", "2bit"])
 def test_emulated_quantized_query_ranges(layout, case):
     with emulated_gpu(layout):
-        assert gpu._uses_mma(True, case.dtype, case.dims[-1], False, 0)
+        assert schedule.uses_mma(case.dtype, case.dims[-1], quantized=True, single_pass=False, block=0)
         check_parity(case, "cuda")
 
 
@@ -385,7 +392,7 @@ def test_emulated_quantized_climbing_scores(single_pass_max_s, layout):
     """Rows whose max climbs from tile to tile by steps around 2^8 (strategies.climbing_case), in
     one block and across 256-key blocks: every rescale of the output, the denominator and the V
     bias term lands where it should (one of the three missed would be off by the scale of V)."""
-    with emulated_gpu(layout), gpu_constants(SINGLE_PASS_MAX_S=single_pass_max_s):
+    with emulated_gpu(layout), policy_override(single_pass_max_s=single_pass_max_s):
         check_parity(climbing_case(), "cuda")
 
 
@@ -399,21 +406,65 @@ def test_emulated_matrices_with_other_simdgroups(simdgroups, case):
     layout: fewer simdgroups take more tiles each and merge fewer states through threadgroup
     memory; 8 was timed on the H200 and was no faster (docs/h200/plain-pieces/), so it stays a
     checked alternative, not a default."""
-    with emulated_gpu("nvidia"), gpu_constants(QUANTIZED_MMA_SIMDGROUPS=simdgroups, PLAIN_MMA_SIMDGROUPS=simdgroups,
-                                               SINGLE_PASS_MAX_S=0, PLAIN_MMA_MIN_BLOCK=0):
+    with emulated_gpu("nvidia"), policy_override(quantized_mma_simdgroups=simdgroups, plain_mma_simdgroups=simdgroups,
+                                               single_pass_max_s=0, plain_mma_min_block=0):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
+
+
+def _transposed(case):
+    """`case` with K and V read through swapaxes of (..., D, S) buffers (D the strided axis)."""
+    k, v = (kv_layout(np.array(x.astype(mx.float32)), case.dtype, "transposed", None) for x in (case.k, case.v))
+    return dataclasses.replace(case, k=k, v=v)
+
+
+# Arrays whose offsets fa_narrow_rows rejects: quantized K/V in the "strided" layout (codes' words S
+# apart, biases' rows longer than the scales'), plain K/V with D the strided axis.
+WIDE_OFFSET_CASES = [
+    edge_case(S=257, D=128, H_q=32, H_kv=2, bits=4, group_size=32, mask="bool_hidden_row", layout="strided"),
+    edge_case(S=33, D=64, L=3, H_q=8, H_kv=2, bits=8, group_size=64, mask="causal", dtype=mx.float16,
+              layout="strided"),
+    edge_case(S=200, D=32, H_q=8, H_kv=8, bits=2, group_size=32, key_ranges=[[150, 50], [0, 1]], layout="strided"),
+    _transposed(PLAIN_MMA_CASES[0]),
+    _transposed(PLAIN_MMA_CASES[1]),
+]
+
+
+@pinned(WIDE_OFFSET_CASES)
+@settings(phases=[Phase.explicit])
+@given(case=short_cases())
+def test_emulated_matrices_with_64_bit_offsets(case):
+    """The matrix kernel's other pass, quantized and plain: 64-bit products of every array's
+    strides, which the kernel takes for arrays fa_narrow_rows rejects (these layouts); split,
+    with cuda_compat.h's layout."""
+    with emulated_gpu("nvidia"), policy_override(single_pass_max_s=0, plain_mma_min_block=0):
+        assert schedule.uses_mma(case.dtype, case.dims[-1], quantized=case.bits is not None, single_pass=False,
+                                 block=0)
+        check_parity(case, "cuda")
+        _check_requests(case, "cuda")
+
+
+@contextlib.contextmanager
+def _offsets32_off():
+    """Kernels compiled with OFFSETS32 false for the block: every array takes the 64-bit pass."""
+    def wide(body_file, defines=(), launch_bounds=None, constants=(), **kwargs):
+        constants = tuple((name, False if name == "OFFSETS32" else value) for name, value in constants)
+        return SOURCES(body_file, defines, launch_bounds, constants, **kwargs)
+
+    sources.kernel_sources = wide
+    try:
+        yield
+    finally:
+        sources.kernel_sources = SOURCES
 
 
 @pinned(MMA_CASES[:3] + PLAIN_MMA_CASES[:3])
 @settings(phases=[Phase.explicit])
 @given(case=short_cases())
-def test_emulated_matrices_with_64_bit_offsets(case):
-    """The matrix kernel's other pass, quantized and plain: 64-bit products of every array's
-    strides, which the GPU takes for arrays fa_narrow_rows rejects. Arrays reach the emulation
-    contiguous (the 32-bit pass), so gpu.MMA_OFFSETS32 = False forces this one; split, with
-    cuda_compat.h's layout."""
-    with emulated_gpu("nvidia"), gpu_constants(MMA_OFFSETS32=False, SINGLE_PASS_MAX_S=0, PLAIN_MMA_MIN_BLOCK=0):
+def test_emulated_matrices_with_64_bit_offsets_on_packed_rows(case):
+    """The same pass over rows it still loads whole (contiguous elements), as the GPU takes it for
+    a head's rows past 2^31 elements, too large to emulate: compiled here with OFFSETS32 false."""
+    with emulated_gpu("nvidia"), _offsets32_off(), policy_override(single_pass_max_s=0, plain_mma_min_block=0):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 
@@ -423,35 +474,48 @@ def test_emulated_matrices_with_64_bit_offsets(case):
 @given(case=short_cases())
 def test_emulated_quantized_without_matrices(case):
     """decode_attention.metal keeps f32 queries and D > 128: f16 / bf16 cases through it too."""
-    with emulated_gpu(), gpu_constants(QUANTIZED_MMA=False):
+    with emulated_gpu(), policy_override(quantized_mma_max_d=0):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 
 
+# The matrix kernel's 32-bit operand forms (tf32 on NVIDIA), which the schedule gives the formats
+# whose codes 16-bit operands cannot hold: scores for 8-bit codes with bf16 queries and for 2-bit
+# codes in groups of 32 (a lane's codes of a group less than a word; schedule.score_mantissa);
+# outputs for 8-bit codes (one code an operand, k = 8; schedule.out_mantissa).
+_EIGHT_BIT_BF16 = edge_case(S=129, D=128, H_q=4, H_kv=2, bits=8, group_size=64, mask="causal", L=2)
+SCORES32_CASES = [
+    MMA_CASES[2],
+    _EIGHT_BIT_BF16,
+    edge_case(S=47, D=64, H_q=8, H_kv=1, bits=2, group_size=32, dtype=mx.float16, mask="bool_hidden_row"),
+]
+OUT32_CASES = [
+    MMA_CASES[1],  # with 16-bit scores (f16)
+    _EIGHT_BIT_BF16,
+    edge_case(S=200, D=32, H_q=8, H_kv=8, bits=8, group_size=32, key_ranges=[[150, 50], [0, 1]]),
+]
+
+
 @pytest.mark.parametrize("layout", ["apple", "nvidia"])
-@pinned(MMA_CASES[:2] + MMA_CASES[4:])
+@pinned(SCORES32_CASES)
 @settings(phases=[Phase.explicit])
 @given(case=short_cases())
 def test_emulated_quantized_matrices_with_32_bit_scores(layout, case):
-    """The score product's other form: 32-bit operands (tf32 on NVIDIA), which the kernel takes
-    where 16-bit ones cannot hold the codes (8-bit codes with bf16 queries, or a lane's codes of a
-    group less than a word), forced on cases that would take 16-bit ones; split."""
-    assert gpu.score_mantissa(case.dtype, case.bits, case.group_size) != 0
-    with emulated_gpu(layout), gpu_constants(SCORES16=False, SINGLE_PASS_MAX_S=0):
+    """The score product's 32-bit form, on the formats that take it; split."""
+    assert schedule.score_mantissa(case.dtype, case.bits, case.group_size) == 0
+    with emulated_gpu(layout), policy_override(single_pass_max_s=0):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 
 
 @pytest.mark.parametrize("layout", ["apple", "nvidia"])
-@pinned([c for c in MMA_CASES if c.bits <= 4][:3])
+@pinned(OUT32_CASES)
 @settings(phases=[Phase.explicit])
 @given(case=short_cases())
 def test_emulated_quantized_matrices_with_32_bit_outputs(layout, case):
-    """The output product's other form: V codes in 32-bit operands (tf32 on NVIDIA, one code an
-    operand, k = 8), which the kernel takes for 8-bit codes, forced on cases that would take
-    16-bit ones (two keys' codes of one dim a word, gpu.out_mantissa); split."""
-    assert gpu.out_mantissa(case.bits) != 0
-    with emulated_gpu(layout), gpu_constants(OUT16=False, SINGLE_PASS_MAX_S=0):
+    """The output product's 32-bit form (V codes one an operand), on 8-bit codes; split."""
+    assert schedule.out_mantissa(case.bits) == 0
+    with emulated_gpu(layout), policy_override(single_pass_max_s=0):
         check_parity(case, "cuda")
         _check_requests(case, "cuda")
 
@@ -473,7 +537,7 @@ def test_emulated_replay_equals_a_fresh_set_up(quantized, S):
     with emulated_gpu():
         call(0)
         replayed = call(1)
-        gpu.clear_caches()
+        backends.forget_replays()
         fresh = call(1)
     assert mx.array_equal(replayed, fresh)
     assert not mx.array_equal(replayed, mx.zeros_like(replayed))

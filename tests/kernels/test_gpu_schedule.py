@@ -15,11 +15,14 @@ import pytest
 
 import fusedattend as fa
 from fusedattend import gpu
-from tests import oracle
-from tests.kernels.gpu_constants import gpu_constants
+from fusedattend.gpu import launch as gpu_launch, schedule
+from fusedattend.conformance import oracle
+from tests.kernels.policy_override import policy_override
 from tests.property.strategies import block_edge_case, block_edge_tiles, oracle_of
 from tests.property.test_batch_invariance import _check_requests
 from tests.property.test_online_softmax_parity import check_parity
+
+DEFAULT = schedule.Policy()  # the shipped schedule
 
 GPU_BACKENDS = ("metal", "cuda")
 TOL = {mx.float32: 2e-5, mx.float16: 2e-3, mx.bfloat16: 1.6e-2}
@@ -53,15 +56,15 @@ def _close(out, ref, dtype):
     assert math.isfinite(err) and err <= TOL[dtype], f"max error {err} > {TOL[dtype]}"
 
 
-BLOCK_EDGES = sorted({1, 7, gpu.MIN_BLOCK - 1, gpu.MIN_BLOCK, gpu.MIN_BLOCK + 1, 1000, 4097, 9000,
-                      gpu.PLAIN_LONGER_BLOCKS_FROM_S + 1})
+BLOCK_EDGES = sorted({1, 7, DEFAULT.min_block - 1, DEFAULT.min_block, DEFAULT.min_block + 1, 1000, 4097, 9000,
+                      DEFAULT.plain_longer_blocks_from_s + 1})
 
-# Both launches at every S: "default" takes one block up to gpu.SINGLE_PASS_MAX_S, "split" splits
-# every S into blocks merged by the second launch (gpu.SINGLE_PASS_MAX_S = 0); "split_mma" as
+# Both launches at every S: "default" takes one block up to DEFAULT.single_pass_max_s, "split" splits
+# every S into blocks merged by the second launch (DEFAULT.single_pass_max_s = 0); "split_mma" as
 # "split", with plain f16 / bf16 K/V on decode_mma.metal in blocks of any length
-# (gpu.PLAIN_MMA_MIN_BLOCK = 0; by default only S >= gpu.PLAIN_LONG_BLOCKS_FROM_S gives it split
+# (DEFAULT.plain_mma_min_block = 0; by default only S >= DEFAULT.plain_long_blocks_from_s gives it split
 # blocks long enough: in "split", S = 1000, 4097, 9000 and 32769 take it (the last in
-# gpu.PLAIN_LONGER_BLOCK keys), the shorter S decode_attention.metal).
+# DEFAULT.plain_longer_block keys), the shorter S decode_attention.metal).
 PATHS = ["default", "split", "split_mma"]
 
 
@@ -73,7 +76,7 @@ def use_path(request):
 
     def use(path):
         if path != "default":
-            stack.enter_context(gpu_constants(SINGLE_PASS_MAX_S=0, **({"PLAIN_MMA_MIN_BLOCK": 0} if path == "split_mma" else {})))
+            stack.enter_context(policy_override(single_pass_max_s=0, **({"plain_mma_min_block": 0} if path == "split_mma" else {})))
     return use
 
 
@@ -90,14 +93,14 @@ def test_block_edges(backend, S, dtype, path, use_path):
 def _edge_block(S, path="default", quantized=False):
     """The keys of a block at S on `path` for bf16, D = 128: one block of S keys where "default"
     takes one; else the split block, plain K/V's the matrix kernel's (it takes them at D = 128)."""
-    return S if path == "default" and S <= gpu.SINGLE_PASS_MAX_S else gpu.block_keys(S, plain_matrix=not quantized)
+    return S if path == "default" and S <= DEFAULT.single_pass_max_s else schedule.block_keys(S, plain_matrix=not quantized)
 
 
 def _edge_case(S, block, bits=None, group_size=64):
     return block_edge_case(block, S, D=128, seed=S, bits=bits, group_size=group_size)
 
 
-# Quantized K/V's blocks (gpu.block_keys(S); one block up to gpu.SINGLE_PASS_MAX_S): 256 keys at
+# Quantized K/V's blocks (schedule.block_keys(S); one block up to DEFAULT.single_pass_max_s): 256 keys at
 # S = 1000 and 4097, 512 at 9000 (short blocks), 1024 at 32769 (long, staged on CUDA).
 QUANTIZED_EDGES = (300, 1000, 4097, 9000, 32769)
 
@@ -150,7 +153,7 @@ def test_lost_edge_tiles_fail(S, block, bits, group_size):
 @pytest.mark.parametrize("dtype", [mx.float32, mx.bfloat16])
 def test_tiles_head_dims_masks(backend, H_q, H_kv, L, D, mask, path, dtype, use_path):
     _skip_unless_gpu(backend)
-    if path == "split_mma" and (dtype == mx.float32 or not gpu._uses_mma(False, dtype, D, True, 0)):
+    if path == "split_mma" and (dtype == mx.float32 or not schedule.uses_mma(dtype, D, quantized=False, single_pass=True, block=0)):
         pytest.skip("this problem never takes decode_mma.metal")
     use_path(path)
     S = 300
@@ -242,7 +245,7 @@ def test_quantized_group_counts(backend, D, group_size, path, use_path):
 @pytest.mark.parametrize("S", [40, 1000, 4097, 40000])
 @pytest.mark.parametrize("bits,group_size,D", [(4, 64, 128), (8, 32, 128), (2, 32, 64)])
 def test_quantized_staged_tiles_are_bit_identical_to_direct_loads(backend, bits, group_size, D, S, layout):
-    """Split blocks that stage their tiles through threadgroup memory (gpu.QUANTIZED_STAGES: cp.async
+    """Split blocks that stage their tiles through threadgroup memory (DEFAULT.quantized_stages: cp.async
     on CUDA) compute what the loads straight from device memory do, bit for bit, short blocks
     and long, 4-, 8- and 16-byte scale rows; code rows not 16-byte aligned (a word into a wider
     buffer) take the 64-bit pass, which never stages. Key ranges end mid-tile and mid-block."""
@@ -257,9 +260,9 @@ def test_quantized_staged_tiles_are_bit_identical_to_direct_loads(backend, bits,
         kq, vq = (x._replace(codes=_scales_within(x.codes, 1, x.codes.shape[-1] + 4)) for x in (kq, vq))
     key_ranges = mx.array([[0, S], [S // 3, S - S // 3 - 5 if S > 8 else 1]], dtype=mx.int32)
     kw = dict(bits=bits, group_size=group_size, key_ranges=key_ranges)
-    with gpu_constants(SINGLE_PASS_MAX_S=0):
+    with policy_override(single_pass_max_s=0):
         staged = fa.quantized_decode_attention(q, kq, vq, backend=backend, **kw)
-        with gpu_constants(QUANTIZED_STAGES=0, QUANTIZED_SHORT_BLOCK_STAGES=0):
+        with policy_override(quantized_stages=0, quantized_short_block_stages=0):
             direct = fa.quantized_decode_attention(q, kq, vq, backend=backend, **kw)
     assert mx.array_equal(staged, direct).item()
     _close(staged, _reference(fa.quantized_decode_attention, q, kq, vq, **kw), mx.bfloat16)
@@ -269,16 +272,16 @@ def test_quantized_staged_tiles_are_bit_identical_to_direct_loads(backend, bits,
 @pytest.mark.parametrize("S", [40, 1000, 4097, 40000])
 @pytest.mark.parametrize("dtype", [mx.bfloat16, mx.float16], ids=["bf16", "f16"])
 def test_plain_prefetch_is_bit_identical_to_none(backend, dtype, S, layout):
-    """Plain K/V's tiles asked ahead into L2 (gpu.PLAIN_PREFETCH_TILES: split launches of at most
-    gpu.PLAIN_PREFETCH_MAX_THREADGROUPS threadgroups, so for small B) compute what the launch
+    """Plain K/V's tiles asked ahead into L2 (DEFAULT.plain_prefetch_tiles: split launches of at most
+    DEFAULT.plain_prefetch_max_threadgroups threadgroups, so for small B) compute what the launch
     without the hints does, bit for bit: split blocks (S = 40, one block, takes none either way),
     key ranges that end mid-tile."""
     _skip_unless_gpu(backend)
     q, k, v = _qkv(2, 8, 2, 1, S, 128, dtype, seed=S, spare=16 if layout == "slice_of_a_cache" else 0)
     key_ranges = mx.array([[0, S], [S // 3, S - S // 3 - 5 if S > 8 else 1]], dtype=mx.int32)
-    with gpu_constants(PLAIN_PREFETCH_MAX_THREADGROUPS=1 << 30):
+    with policy_override(plain_prefetch_max_threadgroups=1 << 30):
         hinted = fa.decode_attention(q, k, v, key_ranges=key_ranges, backend=backend)
-    with gpu_constants(PLAIN_PREFETCH_MAX_THREADGROUPS=0):
+    with policy_override(plain_prefetch_max_threadgroups=0):
         unhinted = fa.decode_attention(q, k, v, key_ranges=key_ranges, backend=backend)
     assert mx.array_equal(hinted, unhinted).item()
     _close(hinted, _reference(fa.decode_attention, q, k, v, key_ranges=key_ranges), dtype)

@@ -96,7 +96,7 @@ def test_decode(benchmark, peer_times, backend, B, S, fmt):
 # and read more keys a step (its timed rounds S + 260 to S + 319 against ours' S + 20 to
 # S + 239), and took the best of 3 rounds. kv_bytes and gbps count the loop's first step (S keys).
 # Short loops (S = 64, added 2026-12-02) grow only to SHORT_LOOP_END - 1 keys, so every step is
-# one launch (gpu.SINGLE_PASS_MAX_S): no row timed such steps when each of them made a kernel
+# one launch (Policy.single_pass_max_s): no row timed such steps when each of them made a kernel
 # input on the host (until a74e2dd: 3.7-4.9x slower with every step evaluated;
 # docs/h200/host-arrays/) and set its launch up afresh (until 1a927bc; docs/h200/one-launcher/).
 LOOP_SHAPES = [(B, S) for B in (1, 8, 32) for S in (64, 2048, 32768)]

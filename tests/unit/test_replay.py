@@ -7,14 +7,17 @@ import pytest
 
 import fusedattend as fa
 from fusedattend import _problem, backends, gpu
-from fusedattend.bench import first_keys
-from tests.kernels.gpu_constants import gpu_constants
+from fusedattend.benchmarks.harness import first_keys
+from fusedattend.gpu import launch as gpu_launch, schedule, sources
+from tests.kernels.policy_override import policy_override
+
+DEFAULT = schedule.Policy()  # the shipped schedule
 
 H_Q, H_KV, D = 8, 2, 64
 
 
 class Recorder:
-    """Stands in for gpu._kernel: each kernel it makes records its calls and returns zeros."""
+    """Stands in for gpu_launch._kernel: each kernel it makes records its calls and returns zeros."""
 
     calls = []
     launch_args = []  # each call's grid and output shapes
@@ -33,15 +36,16 @@ def stub_gpu(monkeypatch):
     """backend="cuda" available, its kernels recorded; counts of the launch set-up in `setups`."""
     available = backends._is_available
     monkeypatch.setattr(backends, "_is_available", lambda name: name == "cuda" or available(name))
-    monkeypatch.setattr(gpu, "_kernel", Recorder)
+    monkeypatch.setattr(gpu_launch, "_kernel", Recorder)
     monkeypatch.setattr(Recorder, "calls", [])
     monkeypatch.setattr(Recorder, "launch_args", [])
     setups = []
-    common = gpu._launch_common
-    monkeypatch.setattr(gpu, "_launch_common", lambda *args: setups.append(1) or common(*args))
-    gpu.clear_caches()
+    common = gpu_launch._launch_common
+    monkeypatch.setattr(gpu_launch, "_launch_common", lambda *args, **kwargs: setups.append(1) or common(*args, **kwargs))
+    backends.forget_replays()  # replays hold the kernels they were made with
+    schedule._schedule_of_keys.cache_clear()  # so that tests count the Schedules they make
     yield setups
-    gpu.clear_caches()
+    backends.forget_replays()
 
 
 def arrays(S, quantized, seed):
@@ -61,11 +65,11 @@ def call(q, k, v, quantized, **kwargs):
 
 
 def grown_past_one_block(quantized):
-    """A growing cache's lengths, S = 1 .. SINGLE_PASS_MAX_S + 40, and how many schedules they
+    """A growing cache's lengths, S = 1 .. single_pass_max_s + 40, and how many schedules they
     take as the kernels need them: one for every S of one block, then one for each split
-    schedule (gpu._split_blocks)."""
-    lengths = range(1, gpu.SINGLE_PASS_MAX_S + 41)
-    split = {gpu._split_blocks(S, not quantized) for S in lengths if S > gpu.SINGLE_PASS_MAX_S}
+    schedule (schedule.split_blocks)."""
+    lengths = range(1, DEFAULT.single_pass_max_s + 41)
+    split = {schedule.split_blocks(S, plain_matrix=not quantized) for S in lengths if S > DEFAULT.single_pass_max_s}
     return lengths, 1 + len(split)
 
 
@@ -80,7 +84,7 @@ def test_repeat_replays_the_launches_with_the_new_arrays(stub_gpu, quantized, S)
     call(*first, quantized, backend="cuda")
     assert len(stub_gpu) == 1
     launches = len(Recorder.calls)
-    assert launches == (1 if S <= gpu.SINGLE_PASS_MAX_S else 2)
+    assert launches == (1 if S <= DEFAULT.single_pass_max_s else 2)
     for seed in (1, 2):
         again = arrays(S, quantized, seed)
         call(*again, quantized, backend="cuda")
@@ -132,7 +136,7 @@ def test_mask_arrays_are_set_up_every_call(stub_gpu):
 @pytest.mark.parametrize("quantized", [False, True], ids=["plain", "q4"])
 def test_a_growing_cache_with_a_mask_makes_one_launch_a_schedule(stub_gpu, quantized):
     """Calls with a mask array are set up every call, but what their launches take of S is only
-    their schedule (gpu.key_schedule): a growing cache makes one Launch for all its single
+    their schedule (schedule.key_schedule): a growing cache makes one Launch for all its single
     launches, then one for each split schedule, not one for each S."""
     lengths, schedules = grown_past_one_block(quantized)
     q, k, v = arrays(lengths[-1], quantized, 0)
@@ -140,7 +144,7 @@ def test_a_growing_cache_with_a_mask_makes_one_launch_a_schedule(stub_gpu, quant
         mask = mx.ones((1, 1, 1, S), dtype=mx.bool_)
         call(q, first_keys(k, S), first_keys(v, S), quantized, backend="cuda", mask=mask)
     assert len(stub_gpu) == len(lengths)
-    assert gpu._schedule_launch.cache_info().misses == schedules
+    assert schedule._schedule_of_keys.cache_info().misses == schedules
 
 
 def ranges_input(quantized):
@@ -194,17 +198,18 @@ def test_replayed_key_ranges_values_are_checked(stub_gpu, quantized):
         call(q, k39, v39, quantized, backend="cuda", key_ranges=[[0, 1]])
 
 
-def test_a_schedule_change_forgets_the_replays(stub_gpu):
-    """gpu.clear_caches (which tests' gpu_constants and the sweeps call): a replay holds the
-    kernels and the schedule it was made with."""
+def test_another_policy_never_takes_this_ones_replay(stub_gpu):
+    """A replay holds the kernels and the schedule it was made with: replays are keyed by
+    FUSEDATTEND_SCHEDULE (the Policy), so a call under another policy sets itself up, and the
+    default's replay serves the default again afterwards."""
     q, k, v = arrays(40, False, 0)
     fa.decode_attention(q, k, v, backend="cuda")
     assert len(Recorder.calls) == 1  # one block
-    with gpu_constants(SINGLE_PASS_MAX_S=0):
+    with policy_override(single_pass_max_s=0):
         fa.decode_attention(q, k, v, backend="cuda")
         assert len(Recorder.calls) == 3  # split: decode and merge
     fa.decode_attention(q, k, v, backend="cuda")
-    assert len(Recorder.calls) == 4 and len(stub_gpu) == 3
+    assert len(Recorder.calls) == 4 and len(stub_gpu) == 2
 
 
 def test_bad_calls_still_raise_after_replays(stub_gpu):
@@ -240,8 +245,8 @@ def test_a_growing_cache_is_checked_once(stub_gpu, monkeypatch, quantized):
     once for the loop, the launches are set up once for each schedule S passes through (one
     block; then each block count), and each step launches exactly what the same call set up
     afresh launches."""
-    steps = [gpu.SINGLE_PASS_MAX_S - 1, gpu.SINGLE_PASS_MAX_S, gpu.SINGLE_PASS_MAX_S + 1,
-             gpu.SINGLE_PASS_MAX_S + 2, 3000, 3001, 3002, 3000]
+    steps = [DEFAULT.single_pass_max_s - 1, DEFAULT.single_pass_max_s, DEFAULT.single_pass_max_s + 1,
+             DEFAULT.single_pass_max_s + 2, 3000, 3001, 3002, 3000]
     q, k, v = arrays(max(steps), quantized, 0)
     checks = []
     layered_queries = _problem._layered_queries
@@ -254,10 +259,10 @@ def test_a_growing_cache_is_checked_once(stub_gpu, monkeypatch, quantized):
     # Three schedules: one block (of 511 keys and of 512 alike), then split blocks alike for
     # S = 513-514 and again for S = 3000-3002.
     assert len(stub_gpu) == 3
-    assert gpu._split_blocks(513, not quantized) == gpu._split_blocks(514, not quantized)
+    assert schedule.split_blocks(513, plain_matrix=not quantized) == schedule.split_blocks(514, plain_matrix=not quantized)
     fresh = []
     for S in steps:
-        gpu.clear_caches()
+        backends.forget_replays()
         _problem._CHECKED.clear()
         Recorder.launch_args.clear()
         call(q, first_keys(k, S), first_keys(v, S), quantized, backend="cuda")
@@ -297,7 +302,7 @@ def test_a_growing_cache_makes_no_kernel_input_each_step(stub_gpu, quantized):
         call(q, first_keys(k, S), first_keys(v, S), quantized, backend="cuda")
     ours = [inputs[-4:] for name, inputs in Recorder.calls if "merge" not in name]
     assert len(ours) == len(lengths)
-    for position, name in enumerate(gpu.COMMON_INPUTS):
+    for position, name in enumerate(schedule.COMMON_INPUTS):
         made = {id(inputs[position]) for inputs in ours}  # the recorded inputs stay alive: ids are unique
         assert len(made) <= (2 if name == "dims" else 1), (name, len(made))  # dims: one block, then split
     # and the launches are set up once for all its single launches, then once per split schedule

@@ -8,8 +8,11 @@ import mlx.core as mx
 import pytest
 
 import fusedattend as fa
-from fusedattend import bench
+from fusedattend.benchmarks import harness as bench
+from fusedattend.gpu import schedule
 from tests.perf import test_decode_perf as perf
+
+DEFAULT = schedule.Policy()  # the shipped schedule
 
 
 def recording_step(seen):
@@ -94,13 +97,13 @@ def test_perf_loop_evaluates_each_step_where_asked(monkeypatch, each_step):
 
 
 def test_short_perf_loops_take_one_launch_every_step():
-    """The S = 64 loop rows time single launches only (gpu.SINGLE_PASS_MAX_S): their cache grows
+    """The S = 64 loop rows time single launches only (DEFAULT.single_pass_max_s): their cache grows
     to SHORT_LOOP_END - 1 keys, then starts over."""
     from fusedattend import gpu
 
     for B, S in perf.LOOP_SHAPES + perf.EACH_STEP_SHAPES:
         if S < perf.SHORT_LOOP_END:
-            assert S + perf.loop_room(S) - 1 <= gpu.SINGLE_PASS_MAX_S
+            assert S + perf.loop_room(S) - 1 <= DEFAULT.single_pass_max_s
             seen = []
             run = bench.growing_loop(recording_step(seen), mx.zeros(1), S, 7, perf.loop_room(S))
             for _ in range(100):
