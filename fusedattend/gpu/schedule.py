@@ -150,6 +150,13 @@ class Policy:
 
 
 POLICY_FIELDS = {field.name: field.type for field in dataclasses.fields(Policy)}
+# Fields that divide, size a loop or count simdgroups: 0 would divide by zero or launch nothing.
+POSITIVE_FIELDS = frozenset((
+    "target_blocks", "min_block", "max_block", "plain_longer_block", "quantized_short_block",
+    "simdgroups", "quantized_mma_simdgroups", "plain_mma_simdgroups", "single_pass_simdgroups",
+    "elements_per_lane", "max_rows", "max_row_elements", "key_bytes_in_flight",
+    "single_pass_key_bytes_in_flight", "max_keys_in_flight", "quantized_keys_in_flight"))
+MAX_SIMDGROUPS = 32  # 1024 threads a threadgroup, the most Metal and CUDA launch
 
 
 def load_policy(path: str) -> Policy:
@@ -170,7 +177,15 @@ def load_policy(path: str) -> Policy:
             raise ValueError(f"{SCHEDULE_ENV}={path}: field {name!r} must be true or false, got {value!r}")
         if wanted == "int" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
             raise ValueError(f"{SCHEDULE_ENV}={path}: field {name!r} must be a non-negative integer, got {value!r}")
-    return Policy(**values)
+        if name in POSITIVE_FIELDS and value == 0:
+            raise ValueError(f"{SCHEDULE_ENV}={path}: field {name!r} must be at least 1, got 0")
+        if name.endswith("simdgroups") and value > MAX_SIMDGROUPS:
+            raise ValueError(f"{SCHEDULE_ENV}={path}: field {name!r} must be at most {MAX_SIMDGROUPS}, got {value!r}")
+    policy = Policy(**values)
+    if policy.min_block > policy.max_block:
+        raise ValueError(f"{SCHEDULE_ENV}={path}: min_block ({policy.min_block}) must not exceed max_block "
+                         f"({policy.max_block})")
+    return policy
 
 
 _POLICIES = {}  # env value -> Policy: each file is read once a process

@@ -47,6 +47,9 @@ def _policy_file(tmp_path, text, name="policy.json"):
     ('{"target_blocks": true}', "field 'target_blocks' must be a non-negative integer"),
     ('{"min_block": -1}', "field 'min_block' must be a non-negative integer"),
     ('{"stage_on_metal": 1}', "field 'stage_on_metal' must be true or false"),
+    ('{"target_blocks": 0}', "field 'target_blocks' must be at least 1"),
+    ('{"simdgroups": 64}', "field 'simdgroups' must be at most 32"),
+    ('{"min_block": 2048, "max_block": 1024}', "min_block (2048) must not exceed max_block (1024)"),
     ('[1, 2]', "must hold a JSON object"),
     ('{"target_blocks": 16', "cannot read a JSON object"),
 ])
