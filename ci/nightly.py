@@ -99,6 +99,10 @@ def time_passes(targets, options, folder: Path, passes: int):
     folder.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(CI), str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
+    # Started from a pytest-xdist worker (a test of this script), pytest-benchmark would read the
+    # worker's variables and disable itself.
+    for name in [k for k in env if k.startswith("PYTEST_XDIST_")]:
+        del env[name]
     paths = []
     for i in range(1, passes + 1):
         path = folder / f"pass-{i}.json"
@@ -107,6 +111,9 @@ def time_passes(targets, options, folder: Path, passes: int):
         start = time.monotonic()
         status = subprocess.run(command, cwd=ROOT, env=env).returncode
         log(f"pass {i} took {time.monotonic() - start:.0f} s (pytest exit {status})")
+        if status == 0 and not (path.exists() and json.loads(path.read_text()).get("benchmarks")):
+            log(f"pytest-benchmark wrote no row to {path} (disabled?)")
+            status = 3
         if status != 0:
             return None, status
         paths.append(path)
@@ -415,7 +422,8 @@ def run(options) -> int:
         merged, status = time_passes(["tests/perf"], options, out / "passes", passes)
         if merged is None:
             report.update(status="pytest-failed", exit_code=status,
-                          message=f"pytest exited {status}" + (" (no perf row selected)" if status == 5 else ""))
+                          message={5: "pytest selected no perf row", 3: "pytest-benchmark timed no row"}.get(
+                              status, f"pytest exited {status}"))
             write_report(report, out)
             return status
         run_path.write_text(json.dumps(merged, indent=1) + "\n")
