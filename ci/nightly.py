@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """The nightly perf run (ci/nightly.sh runs it): time tests/perf on this chip, compare each row with
 the chip's newest baseline by the project's rules, and report.
 
