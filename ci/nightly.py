@@ -17,7 +17,8 @@ What it does:
 4. else compares with the newest baseline by fusedattend.benchmarks.perf_compare: a row fails past
    its limit only if it is also past it against its gauge, the peer timed beside it in the same
    process (MLX's SDPA for the bf16 rows, mlx_lm's quantized SDPA for the 4-bit ones); rows that
-   fail are timed again (NIGHTLY_PASSES passes of those rows) and fail the run only if slow again;
+   fail are timed again (NIGHTLY_AGAIN_PASSES passes of those rows, default twice NIGHTLY_PASSES:
+   more rounds where the first were in doubt) and fail the run only if slow again;
 5. writes summary.md (also appended to $GITHUB_STEP_SUMMARY when set), nightly.json and
    nightly.png (µs a call against S per implementation and format, this run against the
    baseline, the passes' spread as bars) to NIGHTLY_OUT (default build/nightly), beside the
@@ -25,7 +26,7 @@ What it does:
 6. exits 0 (within limits, or a first baseline recorded), 1 (a regression, or no row in common
    with the baseline), 2 (a usage or setup error), or pytest's status when a perf test failed.
 
-Environment: NIGHTLY_OUT, NIGHTLY_PASSES, NIGHTLY_SUBSET (`small`, or a -k expression),
+Environment: NIGHTLY_OUT, NIGHTLY_PASSES, NIGHTLY_AGAIN_PASSES, NIGHTLY_SUBSET (`small`, or a -k expression),
 NIGHTLY_STORAGE (the baseline folder; default the chip's), NIGHTLY_CHIP (the chip's name; default
 fusedattend.chip's), NIGHTLY_RUN (judge this earlier run.json instead of timing one: no second
 timing), NIGHTLY_WARMUP_S (GPU warm-up before each test, default 1 s), and ci/perf.sh's limits:
@@ -234,6 +235,12 @@ def rows_of(baseline: Path, run: Path, again: Path | None, failed_once, failed, 
         run_gauges = {p: v for p, v in row["peer_ratios"].items() if p in perf_compare.HOST_GAUGES}
         gauge = perf_compare.against_gauge(base_gauges.get(name, {}), run_gauges)
         row["gauge"], row["gauge_ratio"] = gauge if gauge else (None, None)
+        if row["retimed"]:  # the first timing, which sent the row to be timed again
+            first = now[name]
+            first_gauges = perf_compare.gauge_ratios(run).get(name, {})
+            row["first_ratio"] = perf_compare.per_call_median(first) * 1e6 / row["baseline_us"]
+            first_gauge = perf_compare.against_gauge(base_gauges.get(name, {}), first_gauges)
+            row["first_gauge_ratio"] = first_gauge[1] if first_gauge else None
         if name in failed:
             row["verdict"] = "FAIL"
         elif name in failed_once:
@@ -290,15 +297,24 @@ def summary_markdown(report: dict) -> str:
             lines.append(f"Judged by time alone (no peer timed beside them in both runs): {', '.join(no_gauge)}.")
     lines += ["", "| row | baseline µs | this run µs | spread µs | time | gauge | vs gauge | limit | verdict |",
               "|---|---:|---:|---|---:|---|---:|---:|---|"]
+    not_run = [r for r in rows if r["verdict"] == "not run"]
     for r in rows:
+        if r in not_run:
+            continue
         spread = "–".join(f"{v:,.0f}" if v >= 100 else f"{v:.1f}" for v in r["run_spread_us"]) if "run_spread_us" in r else "-"
+        verdict = r["verdict"]
+        if r["retimed"]:
+            verdict += (" (slow twice" if verdict == "FAIL" else " (") + \
+                f"; first {_x(r.get('first_ratio'))}, {_x(r.get('first_gauge_ratio'))} against the gauge)"
         lines.append(f"| `{r['name']}` | {_us(r.get('baseline_us'))} | {_us(r.get('run_us'))} | {spread} | "
                      f"{_x(r.get('ratio'))} | {r.get('gauge') or '-'} | {_x(r.get('gauge_ratio'))} | "
-                     f"{_x(r.get('limit'))} | {r['verdict']}{' (timed again)' if r['retimed'] else ''} |")
+                     f"{_x(r.get('limit'))} | {verdict} |")
+    if not_run:
+        lines += ["", f"{len(not_run)} rows of the baseline not in this run (a subset)."]
     lines += ["", "Spread: the lowest and highest of the passes' medians (one pass: the quartiles). "
               "`vs gauge`: how many times slower the row got against its peer; "
-              "a row fails only past its limit by both. Plot: `nightly.png` beside this summary "
-              "(in the workflow's artifact)."]
+              "a row fails only past its limit by both. A row timed again shows its second timing. "
+              "Plot: `nightly.png` beside this summary (in the workflow's artifact)."]
     if report.get("compare_log"):
         lines += ["", "<details><summary>perf_compare</summary>", "", "```", report["compare_log"].rstrip(), "```",
                   "", "</details>"]
@@ -316,7 +332,7 @@ def plot(rows, path: Path, title: str) -> bool:
     except ImportError:
         log("matplotlib not importable: no plot written")
         return False
-    rows = [r for r in rows if r.get("S")]
+    rows = [r for r in rows if r.get("S") and r["verdict"] != "not run"]
     panels = sorted({(r["test"], r["format"] or "", r.get("kind") or "") for r in rows})
     if not panels:
         return False
@@ -387,6 +403,7 @@ def run(options) -> int:
     storage = Path(os.environ.get("NIGHTLY_STORAGE") or ROOT / "tests/perf/baselines" / chip)
     out = Path(os.environ.get("NIGHTLY_OUT") or ROOT / "build/nightly")
     passes = int(os.environ.get("NIGHTLY_PASSES") or 3)
+    again_passes = int(os.environ.get("NIGHTLY_AGAIN_PASSES") or 2 * passes)
     replay = os.environ.get("NIGHTLY_RUN")
     if passes < 1:
         log("NIGHTLY_PASSES must be at least 1")
@@ -450,7 +467,7 @@ def run(options) -> int:
     if failed_once and not replay:
         log(f"{len(failed_once)} rows slower than allowed: timing them again")
         fullnames = [b["fullname"] for b in run_data["benchmarks"] if b["name"] in failed_once]
-        merged, status = time_passes(fullnames, options, out / "again", passes)
+        merged, status = time_passes(fullnames, options, out / "again", again_passes)
         if merged is None:
             report.update(status="pytest-failed", exit_code=status, message=f"pytest exited {status} timing again")
             write_report(report, out)
