@@ -218,6 +218,13 @@ def test_a_run_sharing_no_row_with_the_baseline_fails(tmp_path, monkeypatch):
     assert status == 1 and report["status"] == "no-common-rows"
 
 
+@pytest.mark.parametrize("passes", ["0", "three"])
+def test_refuses_a_bad_number_of_passes(tmp_path, monkeypatch, passes):
+    monkeypatch.setenv("NIGHTLY_PASSES", passes)
+    monkeypatch.setenv("NIGHTLY_OUT", str(tmp_path / "out"))
+    assert nightly.main([]) == 2 and not (tmp_path / "out").exists()
+
+
 def test_refuses_to_start_without_mlx_lm(tmp_path):
     # Without mlx_lm the 4-bit rows would have no gauge and be judged by time alone.
     fake = tmp_path / "fake"
