@@ -21,6 +21,7 @@ case "$chip" in
   *) default_fail=25% host_fail=60% host_us=75 ;;
 esac
 storage="tests/perf/baselines/${chip}"
+# shellcheck disable=SC2054  # the commas are inside one argument
 common=(tests/perf -m perf -p no:xdist -q "--benchmark-storage=file://${storage}" --benchmark-columns=median,iqr,rounds)
 case "$mode" in
   record)  exec python -m pytest "${common[@]}" --benchmark-save="${chip}" "$@" ;;

@@ -1,6 +1,8 @@
 """A short, stable name for the machine a benchmark ran on: where per-chip baselines are filed.
 
-    apple-m4-pro        Apple silicon (MLX's Metal device name)
+    apple-m4-pro-20c    Apple silicon: the brand string (sysctl machdep.cpu.brand_string, else MLX's
+                        Metal device name) and the GPU's core count (IOKit's gpu-core-count), which
+                        tells apart the binnings of one chip
     nvidia-h200         MLX's CUDA device name
     cpu-amd-epyc-2c     anything else: the CPU model from /proc/cpuinfo (or platform) and cores
 """
@@ -10,6 +12,8 @@ from __future__ import annotations
 import os
 import platform
 import re
+import subprocess
+import sys
 
 
 def _slug(text: str) -> str:
@@ -41,8 +45,34 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
+def _command_output(args) -> str:
+    try:
+        return subprocess.run(args, capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _apple_brand():
+    """The chip's brand string on macOS ("Apple M4 Pro"), or None."""
+    return _command_output(["sysctl", "-n", "machdep.cpu.brand_string"]).strip() or None
+
+
+def _apple_gpu_cores():
+    """The GPU's core count on macOS: IOKit's AGXAccelerator "gpu-core-count", else
+    system_profiler's "Total Number of Cores"; None where neither says (a virtual machine)."""
+    for args, pattern in ((["ioreg", "-rc", "AGXAccelerator", "-d", "1"], r'"gpu-core-count"\s*=\s*(\d+)'),
+                          (["system_profiler", "SPDisplaysDataType"], r"Total Number of Cores:\s*(\d+)")):
+        found = re.search(pattern, _command_output(args))
+        if found:
+            return int(found.group(1))
+    return None
+
+
 def chip_id() -> str:
     gpu = _gpu_name()
+    if gpu and sys.platform == "darwin":
+        cores = _apple_gpu_cores()
+        return _slug(_apple_brand() or gpu) + (f"-{cores}c" if cores else "")
     if gpu:
         return _slug(gpu)
     return f"cpu-{_slug(_cpu_model())}-{os.cpu_count() or 1}c"
