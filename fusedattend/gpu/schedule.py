@@ -150,9 +150,10 @@ class Policy:
 
 
 POLICY_FIELDS = {field.name: field.type for field in dataclasses.fields(Policy)}
-# Fields that divide, size a loop or count simdgroups: 0 would divide by zero or launch nothing.
+# Fields that divide, size a loop or count simdgroups: 0 would divide by zero or launch nothing
+# (a 0 elsewhere turns a rule off: quantized_short_block, the *_max_d, prefetch tiles, stages).
 POSITIVE_FIELDS = frozenset((
-    "target_blocks", "min_block", "max_block", "plain_longer_block", "quantized_short_block",
+    "target_blocks", "min_block", "max_block", "plain_longer_block",
     "simdgroups", "quantized_mma_simdgroups", "plain_mma_simdgroups", "single_pass_simdgroups",
     "elements_per_lane", "max_rows", "max_row_elements", "key_bytes_in_flight",
     "single_pass_key_bytes_in_flight", "max_keys_in_flight", "quantized_keys_in_flight"))
