@@ -454,6 +454,79 @@ METAL_FUNC fa_axes5<LAYERED, Axes> fa_axes5_of(Axes axes) {
   return fa_axes5<LAYERED, Axes>{axes};
 }
 
+// Where a threadgroup of a decode kernel (decode_attention.metal, decode_mma.metal) works, from its
+// place in the grid and the run-time dims[] (L, G, block keys, has key ranges):
+//   x: key block       keys block * block_keys .. + block_keys - 1 of the S keys
+//   y: kv head x tile  tile y % tiles of kv head y / tiles; a tile is ROWS of the kv head's G * L
+//                      query rows, row rr query head kv_head * G + rr / L at position rr % L
+//   z: n               layer n / B, request n % B (B requests a layer; n also indexes the outputs)
+// Made in two steps, each where the bodies derived its values before (fa_grid_position_of at the
+// top, fa_request_keys_of after the strides), whose fields the bodies copy into locals at once:
+// only so does nvcc 13 build the same code as from the lines written out. One step, fields read
+// where they are used, or the key range's branch in a function that returns the whole position
+// each moved loads or divisions and changed ptxas' registers.
+struct fa_grid_position {
+  int L;            // query positions a request
+  int G;            // query heads a kv head
+  int block_keys;   // keys a block (the last may hold fewer)
+  bool has_ranges;  // key_ranges holds each request's range
+  int group_rows;   // G * L query rows a kv head
+  int block;        // grid x
+  int tile;         // grid y % tiles
+  int kv_head;      // grid y / tiles
+  int n;            // grid z
+};
+// `group`: threadgroup_position_in_grid.
+template <int ROWS, typename Group, typename Dims>
+METAL_FUNC fa_grid_position fa_grid_position_of(Group group, Dims dims) {
+  fa_grid_position at;
+  at.L = dims[0];
+  at.G = dims[1];
+  at.block_keys = dims[2];
+  at.has_ranges = dims[3] != 0;
+  at.group_rows = at.G * at.L;
+  const int tiles = (at.group_rows + ROWS - 1) / ROWS;
+  at.block = int(group.x);
+  at.tile = int(group.y) % tiles;
+  at.kv_head = int(group.y) / tiles;
+  at.n = int(group.z);
+  return at;
+}
+
+// The threadgroup's request and the keys of its block it reads, lo .. hi - 1: those within the
+// request's range of key_ranges (two words a request, fa_key_range_end), or all where the launch
+// has none. `q_shape5`, `kv_shape5`: the 5-D shapes (fa_axes5) of the query and of K (its codes).
+struct fa_request_keys {
+  int S;        // keys of the K/V arrays
+  int H_q;      // query heads
+  int NB;       // key blocks of S (the partial outputs' axis)
+  int layer;
+  int request;
+  int key_end;  // the request's keys end here (fa_last_key)
+  int lo;
+  int hi;
+};
+template <typename Ranges, typename QShape5, typename KVShape5>
+METAL_FUNC fa_request_keys fa_request_keys_of(fa_grid_position grid, Ranges key_ranges, QShape5 q_shape5,
+                                              KVShape5 kv_shape5) {
+  fa_request_keys at;
+  const int B = kv_shape5[1];
+  at.S = kv_shape5[3];
+  at.H_q = q_shape5[2];
+  at.NB = (at.S + grid.block_keys - 1) / grid.block_keys;
+  at.layer = grid.n / B;
+  at.request = grid.n % B;
+  int key_begin = 0;
+  at.key_end = at.S;
+  if (grid.has_ranges) {
+    key_begin = key_ranges[2 * at.request];
+    at.key_end = fa_key_range_end(key_begin, key_ranges[2 * at.request + 1], at.S);
+  }
+  at.lo = metal::max(grid.block * grid.block_keys, key_begin);
+  at.hi = metal::min(grid.block * grid.block_keys + grid.block_keys, at.key_end);
+  return at;
+}
+
 // Offsets into an array of quantized K/V (one kv head's rows: keys along axis 3, a key's words or
 // groups along axis 4). `narrow`: every offset within the head's rows fits in 32 bits and a key's
 // elements are contiguous (fa_narrow_rows), so a key's offset is one 32-bit product and its

@@ -39,17 +39,10 @@ constexpr int ROW_LEVELS = fa_log2<(ROWS < KEY_LANES ? ROWS : KEY_LANES)>::value
 constexpr int ROWS_HELD = ROWS >> ROW_LEVELS;  // rows whose softmax a lane runs
 constexpr int ROW_GROUP_LANES = KEY_LANES >> ROW_LEVELS;  // lanes of a key holding the same rows
 
-const int L = dims[0];
-const int G = dims[1];
-const int block_keys = dims[2];
-const bool has_ranges = dims[3] != 0;
-const int group_rows = G * L;
-const int tiles = (group_rows + ROWS - 1) / ROWS;
-
-const int block = int(threadgroup_position_in_grid.x);
-const int tile = int(threadgroup_position_in_grid.y) % tiles;
-const int kv_head = int(threadgroup_position_in_grid.y) / tiles;
-const int n = int(threadgroup_position_in_grid.z);
+// Where the threadgroup works (fa_grid_position); its request and keys after the strides.
+const fa_grid_position grid = fa_grid_position_of<ROWS>(threadgroup_position_in_grid, dims);
+const int L = grid.L, G = grid.G, group_rows = grid.group_rows;
+const int block = grid.block, tile = grid.tile, kv_head = grid.kv_head, n = grid.n;
 const int sg = int(simdgroup_index_in_threadgroup);
 const int lane = int(thread_index_in_simdgroup);
 const int tid = int(thread_index_in_threadgroup);
@@ -79,25 +72,12 @@ const auto v_strides5 = fa_axes5_of<LAYERED>(v_strides);
 
 #if FA_QUANTIZED
 const int group_size = dims[4];
-const int B = k_codes_shape5[1];
-const int S = k_codes_shape5[3];
+const fa_request_keys keys = fa_request_keys_of(grid, key_ranges, q_shape5, k_codes_shape5);
 #else
-const int B = k_shape5[1];
-const int S = k_shape5[3];
+const fa_request_keys keys = fa_request_keys_of(grid, key_ranges, q_shape5, k_shape5);
 #endif
-const int H_q = q_shape5[2];
-const int NB = (S + block_keys - 1) / block_keys;
-const int layer = n / B;
-const int request = n % B;
-
-int key_begin = 0;
-int key_end = S;
-if (has_ranges) {
-  key_begin = key_ranges[2 * request];
-  key_end = fa_key_range_end(key_begin, key_ranges[2 * request + 1], S);
-}
-const int lo = metal::max(block * block_keys, key_begin);
-const int hi = metal::min(block * block_keys + block_keys, key_end);
+const int H_q = keys.H_q, NB = keys.NB, layer = keys.layer, request = keys.request;
+const int key_end = keys.key_end, lo = keys.lo, hi = keys.hi;
 
 // Query rows of this tile: row r is query head kv_head * G + rr / L, position rr % L. Every lane
 // keeps all ROWS rows' query and output elements; the softmax state only of its ROWS_HELD rows:

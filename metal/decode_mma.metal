@@ -77,17 +77,10 @@ constexpr int ROW_WORDS = D * BITS / 32;        // a key's code words
 using Stage = fa_qmma_stage<ROW_WORDS>;
 #endif
 
-const int L = dims[0];
-const int G = dims[1];
-const int block_keys = dims[2];
-const bool has_ranges = dims[3] != 0;
-const int group_rows = G * L;
-const int tiles = (group_rows + ROWS - 1) / ROWS;
-
-const int block = int(threadgroup_position_in_grid.x);
-const int tile = int(threadgroup_position_in_grid.y) % tiles;
-const int kv_head = int(threadgroup_position_in_grid.y) / tiles;
-const int n = int(threadgroup_position_in_grid.z);
+// Where the threadgroup works (fa_grid_position); its request and keys after the strides.
+const fa_grid_position grid = fa_grid_position_of<ROWS>(threadgroup_position_in_grid, dims);
+const int L = grid.L, G = grid.G, group_rows = grid.group_rows;
+const int block = grid.block, tile = grid.tile, kv_head = grid.kv_head, n = grid.n;
 const int sg = int(simdgroup_index_in_threadgroup);
 const int lane = int(thread_index_in_simdgroup);
 const int tid = int(thread_index_in_threadgroup);
@@ -112,25 +105,12 @@ const auto v_strides5 = fa_axes5_of<LAYERED>(v_strides);
 #endif
 
 #if FA_QUANTIZED
-const int B = k_codes_shape5[1];
-const int S = k_codes_shape5[3];
+const fa_request_keys keys = fa_request_keys_of(grid, key_ranges, q_shape5, k_codes_shape5);
 #else
-const int B = k_shape5[1];
-const int S = k_shape5[3];
+const fa_request_keys keys = fa_request_keys_of(grid, key_ranges, q_shape5, k_shape5);
 #endif
-const int H_q = q_shape5[2];
-const int NB = (S + block_keys - 1) / block_keys;
-const int layer = n / B;
-const int request = n % B;
-
-int key_begin = 0;
-int key_end = S;
-if (has_ranges) {
-  key_begin = key_ranges[2 * request];
-  key_end = fa_key_range_end(key_begin, key_ranges[2 * request + 1], S);
-}
-const int lo = metal::max(block * block_keys, key_begin);
-const int hi = metal::min(block * block_keys + block_keys, key_end);
+const int S = keys.S, H_q = keys.H_q, NB = keys.NB, layer = keys.layer, request = keys.request;
+const int key_end = keys.key_end, lo = keys.lo, hi = keys.hi;
 const float scale = scalars[0] * FA_LOG2_E;
 #if FA_QUANTIZED
 const uint32_t code_one = as_type<uint32_t>(scalars[1]);  // 1.0f (fa_code_unit)
