@@ -104,15 +104,15 @@ def pytest_generate_tests(metafunc):
 @pytest.fixture
 def forbid_key_ranges_read(monkeypatch):
     """A function that, once called, makes any read of key ranges back on the host
-    (`_problem.key_ranges_outside_on_host`) an AssertionError for the rest of the test."""
+    (`key_ranges.key_ranges_outside_on_host`) an AssertionError for the rest of the test."""
 
     def forbid():
-        from fusedattend import _problem
+        from fusedattend import key_ranges
 
         def read(key_ranges, S):
             raise AssertionError("key ranges read back on the host")
 
-        monkeypatch.setattr(_problem, "key_ranges_outside_on_host", read)
+        monkeypatch.setattr(key_ranges, "key_ranges_outside_on_host", read)
 
     return forbid
 

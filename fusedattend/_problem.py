@@ -25,7 +25,7 @@ from typing import NamedTuple, Optional
 import mlx.core as mx
 import numpy as np
 
-from .key_ranges import KeyRanges
+from .key_ranges import KeyRanges, checked_key_ranges as _key_ranges
 
 FLOAT_DTYPES = (mx.float32, mx.float16, mx.bfloat16)
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -236,58 +236,6 @@ def _mask(mask, target_shape):
         )
     array = mask.reshape((1,) * (5 - mask.ndim) + tuple(mask.shape))
     return Mask(kind, array)
-
-
-def _key_ranges(key_ranges, B, S):
-    """Validate per-request (start, length) key ranges; returns a (B, 2) int32 array."""
-    if key_ranges is None:
-        return None
-    if isinstance(key_ranges, KeyRanges):
-        return key_ranges.checked_for(B, S)  # checked as it was made: nothing read back
-    if not isinstance(key_ranges, mx.array):
-        raise TypeError(
-            "key_ranges must be a fusedattend.KeyRanges or an mlx.core.array of shape (B, 2), "
-            f"got {type(key_ranges).__name__}"
-        )
-    if not mx.issubdtype(key_ranges.dtype, mx.integer):
-        raise TypeError(f"key_ranges must have an integer dtype, got {key_ranges.dtype}")
-    if tuple(key_ranges.shape) != (B, 2):
-        raise ValueError(f"key_ranges must have shape (B, 2) = {(B, 2)}, got {tuple(key_ranges.shape)}")
-    # The check reads the values, so it waits for them either way, then checks them on the host.
-    # As eight MLX ops the check cost about 15 µs of GPU time a call at B = 1 on the H200
-    # (docs/h200/tip-debf231/).
-    if key_ranges_outside_on_host(key_ranges, S):
-        raise ValueError(
-            f"key_ranges must hold 0 <= start, 0 <= length and start + length <= S = {S} per request"
-        )
-    return kernel_key_ranges(key_ranges)
-
-
-def key_ranges_outside(start, length, S):
-    """Per request, whether (start, length) leaves [0, S]: elementwise, on numpy or MLX int64
-    arrays alike. length > S - start, not start + length > S: that sum can wrap around in int64."""
-    return (start < 0) | (length < 0) | (start > S) | (length > S - start)
-
-
-# Up to this many requests the values are checked as Python ints, beyond it by numpy (a dozen
-# small ops, about the same time at any B). On the CI machine the ints took 0.4 µs a call at
-# B = 1, 4.8 at B = 32 and 35 at B = 256, numpy 6-8 µs; inside a decode step on the H200's host
-# the ints 1.7-3.6 µs at B = 1 and 12-16 at B = 32, numpy 15-21 (docs/h200/tip-b29a4b2/).
-KEY_RANGES_AS_INTS_MAX_B = 32
-
-
-def key_ranges_outside_on_host(key_ranges, S):
-    """Whether any request's range of a (B, 2) integer mx.array leaves [0, S], read on the host."""
-    if key_ranges.shape[0] <= KEY_RANGES_AS_INTS_MAX_B:
-        return any(key_ranges_outside(start, length, S) for start, length in key_ranges.tolist())
-    ranges = np.asarray(key_ranges).astype(np.int64)
-    return bool(np.any(key_ranges_outside(ranges[:, 0], ranges[:, 1], S)))
-
-
-def kernel_key_ranges(key_ranges):
-    """key_ranges as the kernels read them: (B, 2) int32 row-major; a view (a column slice)
-    reaches them as a copy."""
-    return mx.contiguous(key_ranges.astype(mx.int32))
 
 
 # Signatures of calls whose arguments passed the checks: everything the checks look at (each

@@ -3,15 +3,14 @@
 A (B, 2) mx.array passed as `key_ranges` is read back on the host by every call, so that ranges
 past the call's keys raise. On MLX's CUDA backend arrays live in managed memory: that read moves
 the array's page to the host, and the kernels that read the ranges next wait for it to come back
-(docs/h200/journal.md, "Key ranges checked once": 3-31% of a bf16 call on the H200). A KeyRanges holds
+(docs/decisions/key-ranges-checked-once.md: 3-31% of a bf16 call on the H200). A KeyRanges holds
 the Python ints it was made from, checked then; a call compares one int, `min_keys`, with its S.
 
 `KeyRanges.from_padding` says where each request's keys are by its padding (left: before its
 first key, right: after its last), which does not change while a decode loop's cache grows: one
 KeyRanges, one array, serves every step. Each array made from Python is new managed memory the
-host has written, and the first kernel to read it waits for its page (docs/h200/journal.md, "KeyRanges,
-and the kernels' padding form"): 25-27 µs of a 110-150 µs padded step at B = 8 and 32,
-S = 2048, queued, on the H200.
+host has written, and the first kernel to read it waits for its page: 25-27 µs of a 110-150 µs
+padded step at B = 8 and 32, S = 2048, queued, on the H200 (docs/decisions/key-ranges-checked-once.md).
 
 The kernels read two int32 words a request: the start, then the length or, where negative,
 -(right + 1): the range ends `right` keys before S (`key_range_end`).
@@ -168,3 +167,55 @@ def _count(n, name):
 def key_range_end(start, second, S):
     """One request's end of keys from its two words (module docstring)."""
     return start + second if second >= 0 else S + 1 + second
+
+
+def checked_key_ranges(key_ranges, B, S):
+    """A call's `key_ranges` validated for B requests of S keys: None, or the (B, 2) int32 array the
+    kernels read. ValueError/TypeError naming `key_ranges` otherwise."""
+    if key_ranges is None:
+        return None
+    if isinstance(key_ranges, KeyRanges):
+        return key_ranges.checked_for(B, S)  # checked as it was made: nothing read back
+    if not isinstance(key_ranges, mx.array):
+        raise TypeError(
+            "key_ranges must be a fusedattend.KeyRanges or an mlx.core.array of shape (B, 2), "
+            f"got {type(key_ranges).__name__}"
+        )
+    if not mx.issubdtype(key_ranges.dtype, mx.integer):
+        raise TypeError(f"key_ranges must have an integer dtype, got {key_ranges.dtype}")
+    if tuple(key_ranges.shape) != (B, 2):
+        raise ValueError(f"key_ranges must have shape (B, 2) = {(B, 2)}, got {tuple(key_ranges.shape)}")
+    # The check reads the values, so it waits for them either way, then checks them on the host:
+    # as MLX ops it cost GPU time on every call (docs/decisions/key-ranges-checked-once.md).
+    if key_ranges_outside_on_host(key_ranges, S):
+        raise ValueError(
+            f"key_ranges must hold 0 <= start, 0 <= length and start + length <= S = {S} per request"
+        )
+    return kernel_key_ranges(key_ranges)
+
+
+def key_ranges_outside(start, length, S):
+    """Per request, whether (start, length) leaves [0, S]: elementwise, on numpy or MLX int64
+    arrays alike. length > S - start, not start + length > S: that sum can wrap around in int64."""
+    return (start < 0) | (length < 0) | (start > S) | (length > S - start)
+
+
+# Up to this many requests the values are checked as Python ints, beyond it by numpy (a dozen
+# small ops, about the same time at any B). Example: on a CPU host the ints took 0.4 µs a call at
+# B = 1, 4.8 at B = 32 and 35 at B = 256, numpy 6-8 µs. Rule: ints while they cost less than
+# numpy's fixed cost, which they do up to B = 32.
+KEY_RANGES_AS_INTS_MAX_B = 32
+
+
+def key_ranges_outside_on_host(key_ranges, S):
+    """Whether any request's range of a (B, 2) integer mx.array leaves [0, S], read on the host."""
+    if key_ranges.shape[0] <= KEY_RANGES_AS_INTS_MAX_B:
+        return any(key_ranges_outside(start, length, S) for start, length in key_ranges.tolist())
+    ranges = np.asarray(key_ranges).astype(np.int64)
+    return bool(np.any(key_ranges_outside(ranges[:, 0], ranges[:, 1], S)))
+
+
+def kernel_key_ranges(key_ranges):
+    """key_ranges as the kernels read them: (B, 2) int32 row-major; a view (a column slice)
+    reaches them as a copy."""
+    return mx.contiguous(key_ranges.astype(mx.int32))

@@ -635,7 +635,7 @@ METAL_FUNC void fa_qmma_load_tile(
 // GROUPS (K scales, K biases, V scales, V biases). Rows sit as in device memory, unpadded: on the
 // H200 cp.async fills a stage faster when a source line lands in one piece, and rows padded to
 // spread the read-back loads over the banks (pitches of 24 and 20 words) took 2-7% longer at
-// 4-bit, B = 32 (docs/h200/stage-layout/), more than the bank conflicts they avoided cost.
+// 4-bit, B = 32 (commit d205b41: docs/h200/stage-layout/), more than the bank conflicts they avoided cost.
 template <int ROW_WORDS>
 struct fa_qmma_stage {
   static constexpr int PITCH = ROW_WORDS;  // a staged row's words, K's and V's alike

@@ -94,7 +94,7 @@ def assert_close(got, expected, rtol):
     assert err <= rtol * scale, f"logits differ by {err:.3g} of max {scale:.3g}"
 
 
-# Of the logits' largest, measured (2026-12-02; docs/h200/mlx-lm/logit_margins.py) on the CPU
+# Of the logits' largest, measured (2026-12-02; commit d205b41: docs/h200/mlx-lm/logit_margins.py) on the CPU
 # backends and on the H200: float32 under 1.1e-6; bfloat16 up to 4.0e-3 (an attention output
 # rounded to the other side of a bfloat16 step). Dropping the newest key moves them 1.2-1.5e-2
 # at 250 keys (2.8e-3 in float32 at 2046 keys, which the bfloat16 bound cannot see), a wrong GQA

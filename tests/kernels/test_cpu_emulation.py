@@ -364,7 +364,7 @@ def _queries_scaled(case, head_scales, dim_scales=1.0):
 # Query heads of one kv group whose sizes lie up to 2^199 apart (one all zero), and a row whose
 # dims are 2^66 apart. Drawn cases give every row about the same size, so a score operand scaled
 # by one row's size and undone by another's goes unseen there; here rows of size 1 and 7 sit
-# beside rows of 1e-3 and 1e3, where a swapped factor shows (docs/h200/f16-scores/: rows' factors
+# beside rows of 1e-3 and 1e3, where a swapped factor shows (commit d205b41: docs/h200/f16-scores/: rows' factors
 # crossed fail all 8 cases). Rows far out (1e30) are bound by their own rounding: any weights
 # pass there, but not NaN.
 _FOUR_BIT_GROUPS = edge_case(S=257, D=128, H_q=8, H_kv=2, bits=4, group_size=64, mask="additive")
@@ -404,7 +404,7 @@ def test_emulated_matrices_with_other_simdgroups(simdgroups, case):
     """The matrix kernel's split threadgroups with 1, 2 (the 4-bit default), 4 (the plain default)
     and 8 simdgroups (the most 233 registers a lane allow an SM), quantized and plain, NVIDIA's
     layout: fewer simdgroups take more tiles each and merge fewer states through threadgroup
-    memory; 8 was timed on the H200 and was no faster (docs/h200/plain-pieces/), so it stays a
+    memory; 8 was timed on the H200 and was no faster (commit d205b41: docs/h200/plain-pieces/), so it stays a
     checked alternative, not a default."""
     with emulated_gpu("nvidia"), policy_override(quantized_mma_simdgroups=simdgroups, plain_mma_simdgroups=simdgroups,
                                                single_pass_max_s=0, plain_mma_min_block=0):

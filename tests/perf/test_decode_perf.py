@@ -98,7 +98,7 @@ def test_decode(benchmark, peer_times, backend, B, S, fmt):
 # Short loops (S = 64, added 2026-12-02) grow only to SHORT_LOOP_END - 1 keys, so every step is
 # one launch (Policy.single_pass_max_s): no row timed such steps when each of them made a kernel
 # input on the host (until a74e2dd: 3.7-4.9x slower with every step evaluated;
-# docs/h200/host-arrays/) and set its launch up afresh (until 1a927bc; docs/h200/one-launcher/).
+# commit d205b41: docs/h200/host-arrays/) and set its launch up afresh (until 1a927bc; commit d205b41: docs/h200/one-launcher/).
 LOOP_SHAPES = [(B, S) for B in (1, 8, 32) for S in (64, 2048, 32768)]
 LOOP_ROOM = 1024  # keys a loop's cache grows by before it starts over from S
 SHORT_LOOP_END = 512

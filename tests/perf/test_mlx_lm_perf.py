@@ -11,7 +11,7 @@ H100 0001 a round queued all STEPS steps and evaluated them once. MLX's CUDA bac
 CUDA graphs anew every round (cudaGraphInstantiate: 7.9 ms of host time in a 4-bit round, 4.9 in a
 bf16 one), and the 4-bit rows read 0.30-0.50x mlx_lm's bf16 step on an H100, while a 32-layer
 model generating tokens took 7.67 ms a token over a 4-bit cache against 7.22 over a bf16 one
-(docs/h100/quantized-steps/).
+(commit d205b41: docs/h100/quantized-steps/).
 """
 
 import statistics
@@ -39,7 +39,7 @@ CASES = [("KVCache", 1, 2048), ("KVCache", 1, 32768), ("KVCache", 8, 8192), ("Qu
 @pytest.fixture(scope="module")
 def model():
     # After the rest of the perf suite, MLX's and torch's caches held so much of the GPU that
-    # these rows failed allocating (cudaGraphInstantiate: out of memory; docs/h200/key-ranges/).
+    # these rows failed allocating (cudaGraphInstantiate: out of memory; commit d205b41: docs/h200/key-ranges/).
     bench.release_memory()
     args = llama.ModelArgs(model_type="llama", hidden_size=4096, num_hidden_layers=LAYERS, intermediate_size=1024,
                            num_attention_heads=32, num_key_value_heads=8, rms_norm_eps=1e-5, vocab_size=1024)

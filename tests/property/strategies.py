@@ -485,7 +485,7 @@ def cancelling_case(q_scale=0.02, D=64, seed=0):
     """4-bit K/V of two keys whose V rows cancel exactly (codes c and 15 - c, scale 1/8, bias
     -15/16, all exact in bf16), small bf16 queries (nearly equal weights): the output is near 0,
     where the parity bound is its float32 part alone, so the output's weights need float's
-    accuracy (two bf16 parts of them broke it; docs/h200/journal.md)."""
+    accuracy (two bf16 parts of them broke it; commit d205b41: docs/h200/journal.md)."""
     rng = np.random.default_rng(seed)
 
     def params(scale, bias):

@@ -24,7 +24,7 @@ def _qkv(B, H_q, H_kv, L, S, D, dtype, seed=0):
 def _reference(*args, quantized=False, **kwargs):
     """The reference backend on the CPU stream, as the "cpu" backend computes: on a GPU machine
     MLX's default stream is the GPU's, whose float32 products differed from these by up to
-    6e-5 (the H200, docs/h200/schedule-keys/call133)."""
+    6e-5 (the H200, commit d205b41: docs/h200/schedule-keys/call133)."""
     with mx.stream(mx.cpu):
         attend = fa.quantized_decode_attention if quantized else fa.decode_attention
         return attend(*args, backend="reference", **kwargs)

@@ -9,13 +9,14 @@ import pytest
 
 import fusedattend as fa
 from fusedattend import _problem
+from fusedattend import key_ranges as key_ranges_module
 
 S = 16
 RANGES = [(0, S), (0, 0), (S, 0), (3, S - 3), (3, S - 2), (-1, 2), (0, -1), (S + 1, 0),
           (2**62, 2**62), (2**63 - 1, 1)]
 
 
-B_BOTH_SIDES = (2, _problem.KEY_RANGES_AS_INTS_MAX_B, _problem.KEY_RANGES_AS_INTS_MAX_B + 1)
+B_BOTH_SIDES = (2, key_ranges_module.KEY_RANGES_AS_INTS_MAX_B, key_ranges_module.KEY_RANGES_AS_INTS_MAX_B + 1)
 
 
 @pytest.mark.parametrize("B", B_BOTH_SIDES, ids=lambda B: f"B{B}")
@@ -40,7 +41,7 @@ def test_other_integer_dtypes(dtype, B):
     top = np.iinfo(dtype).max  # uint64: past int64, which numpy's path casts to
     for last, valid in (((0, 8), True), ((top, 0), False), ((0, top), False)):
         key_ranges = mx.array(np.array([[0, 8]] * (B - 1) + [list(last)], dtype=dtype))
-        assert _problem.key_ranges_outside_on_host(key_ranges, 8) is (not valid)
+        assert key_ranges_module.key_ranges_outside_on_host(key_ranges, 8) is (not valid)
 
 
 def _attend(key_ranges, S):

@@ -15,7 +15,7 @@ DEFAULT = schedule.Policy()  # the shipped schedule
 def test_constant_inputs_leave_mlx_small_pool(monkeypatch):
     """dims and scalars are longer than 8 bytes: MLX's CUDA allocator keeps arrays of at most 8
     bytes in a managed pool advised read-mostly, and with the softmax scale and 1.0 there (8 bytes)
-    the bf16 decode kernel took 15-28% longer on the H200 (docs/h200/scalar-pool/). The values
+    the bf16 decode kernel took 15-28% longer on the H200 (commit d205b41: docs/h200/scalar-pool/). The values
     the kernels read come first, the padding after them."""
     monkeypatch.setattr(sources, "on_metal", lambda: False)
     q = mx.zeros((1, 8, 1, 64)).astype(mx.bfloat16)
@@ -42,7 +42,7 @@ def test_constant_inputs_leave_mlx_small_pool(monkeypatch):
 
 def test_single_launches_share_one_dims_for_every_S():
     """A decode loop's single launches (S up to single_pass_max_s) take one dims array, not one
-    made for each S (a host-made array each step costs a decode loop: docs/h200/host-arrays/)."""
+    made for each S (a host-made array each step costs a decode loop: commit d205b41: docs/h200/host-arrays/)."""
     q = mx.zeros((1, 8, 1, 64)).astype(mx.bfloat16)
     k = mx.zeros((1, 2, DEFAULT.single_pass_max_s, 64)).astype(mx.bfloat16)
     dims = {id(gpu.decode_launch(plain_problem(q, k[:, :, :S], k[:, :, :S], None, None, None), quantized=False)["dims"])

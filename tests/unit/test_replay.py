@@ -295,7 +295,7 @@ def test_a_growing_cache_makes_no_kernel_input_each_step(stub_gpu, quantized):
     scalars) is one of a few arrays made once, not one made each step. On MLX's CUDA backend a
     kernel waits for the page of an array the host wrote that step: with a dims array made for
     each S of a loop's single launches the kernels took 134-170 µs a step against 7-10, the loop
-    395-511 against 97-106, every step evaluated (docs/h200/host-arrays/)."""
+    395-511 against 97-106, every step evaluated (commit d205b41: docs/h200/host-arrays/)."""
     lengths, schedules = grown_past_one_block(quantized)
     q, k, v = arrays(lengths[-1], quantized, 0)
     for S in lengths:
