@@ -234,10 +234,11 @@ def _merge(state, partial):
     safe = np.where(new == _NEG_INF, np.float32(0), new)
     # A row max of +inf (an additive +inf mask, or inf data, reached a score) gives inf - inf =
     # NaN here, which is the row's intended result (as the reference's softmax gives): expected.
-    with np.errstate(invalid="ignore"):
+    # Values past the finite bound (S * max|V| > FLT_MAX, docs/usage.md) overflow to inf: expected.
+    with np.errstate(invalid="ignore", over="ignore"):
         a = np.exp(m - safe)
         b = np.exp(mb - safe)
-    return new, s * a + sb * b, o * a[..., None] + ob * b[..., None]
+        return new, s * a + sb * b, o * a[..., None] + ob * b[..., None]
 
 
 def _run(problem: Problem, k_block_of, v_block_of) -> mx.array:

@@ -20,6 +20,7 @@ Tolerance (fusedattend.conformance.oracle.parity_tolerance), per output element:
 
 import numpy as np
 from hypothesis import given, target
+from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
 from fusedattend.conformance import oracle
@@ -62,3 +63,39 @@ def test_matches_oracle_decode_row(case, backend):
 def test_quantized_matches_oracle(case, backend):
     """The oracle dequantizes the very codes/scales/biases in float64, so the same bound holds."""
     check_parity(case, backend)
+
+
+# The range a result stays finite in: every backend accumulates weight x value in float32 with
+# weights of at most 1 (exp(s - max)) before it divides by their sum, so the accumulator is at
+# most S * max|V|: finite whenever S * max|V| <= FLT_MAX. The README's semantics table states
+# this bound; past it a result may be +-inf where MLX's SDPA, which normalises first, is finite.
+FLT_MAX = float(np.finfo(np.float32).max)
+
+
+@examples(2)
+@given(S=st.sampled_from([1, 2, 3, 31, 32, 33, 255, 256, 257, 1023, 1024, 1025, 2049]),
+       dtype_name=st.sampled_from(["float32", "bfloat16"]), same_sign=st.booleans(),
+       causal=st.booleans(), seed=st.integers(0, 2**16))
+def test_values_up_to_the_finite_bound_stay_finite(S, dtype_name, same_sign, causal, seed, backend):
+    import mlx.core as mx
+
+    import fusedattend as fa
+
+    dtype = getattr(mx, dtype_name)
+    rng = np.random.default_rng(seed)
+    B, H_q, H_kv, L, D = 1, 4, 2, 2, 64
+    q = mx.array(rng.standard_normal((B, H_q, L, D), dtype=np.float32)).astype(dtype)
+    k = mx.array(rng.standard_normal((B, H_kv, S, D), dtype=np.float32)).astype(dtype)
+    # |V| as large as the bound lets it be, after rounding to the dtype (never rounded up past it).
+    largest = mx.array(FLT_MAX / S * (1 - 2**-7), dtype=mx.float32).astype(dtype)
+    signs = np.ones((B, H_kv, S, D), np.float32) if same_sign else rng.choice([-1.0, 1.0], (B, H_kv, S, D))
+    v = mx.array(signs).astype(dtype) * largest
+    assert float(mx.max(mx.abs(v.astype(mx.float32)))) * S <= FLT_MAX
+    out = fa.decode_attention(q, k, v, mask="causal" if causal else None, backend=backend)
+    got = to_np(out)
+    assert np.isfinite(got).all(), f"S = {S}, |V| = {float(largest):.3g}: {np.sum(~np.isfinite(got))} non-finite"
+    expected = oracle.attention(to_np(q), to_np(k), to_np(v), mask="causal" if causal else None)
+    # A weighted mean of the values: within their range, and at the oracle within float32's
+    # relative accuracy of the largest value (the parity bound's N and D terms, scaled).
+    assert np.abs(got).max() <= float(largest) * (1 + 2**-7)
+    assert np.abs(got - expected).max() <= float(largest) * (4 * (S + D + 8) * 2**-24 + 2**-7)
