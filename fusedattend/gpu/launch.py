@@ -76,18 +76,15 @@ def _kernel(name, input_names, output_names, body_file, defines=(), launch_bound
     )
 
 
-def kernel_args(sched: schedule.Schedule) -> dict:
-    """The decode kernel call's grid, threadgroup and outputs."""
-    return dict(grid=sched.grid, threadgroup=sched.threadgroup, output_shapes=list(sched.output_shapes),
-                output_dtypes=list(sched.output_dtypes))
+def kernel_args(launch) -> dict:
+    """A kernel call's grid, threadgroup and outputs, from a Schedule or its MergeSchedule."""
+    return dict(grid=launch.grid, threadgroup=launch.threadgroup, output_shapes=list(launch.output_shapes),
+                output_dtypes=list(launch.output_dtypes))
 
 
 def merge_args(sched: schedule.Schedule) -> Optional[dict]:
-    merge = sched.merge
-    if merge is None:
-        return None
-    return dict(grid=merge.grid, threadgroup=merge.threadgroup, output_shapes=list(merge.output_shapes),
-                output_dtypes=list(merge.output_dtypes))
+    """The merge kernel call's arguments; None for a one-block schedule."""
+    return None if sched.merge is None else kernel_args(sched.merge)
 
 
 def _launch_common(problem: Problem, *, quantized: bool, policy: schedule.Policy):

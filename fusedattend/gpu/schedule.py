@@ -237,8 +237,7 @@ def block_keys(S: int, *, plain_matrix: bool = False, policy: Optional[Policy] =
     p = policy or current_policy()
     if plain_matrix and S >= p.plain_long_blocks_from_s:
         return p.plain_longer_block if S >= p.plain_longer_blocks_from_s else p.max_block
-    want = max(1, math.ceil(S / p.target_blocks))
-    return min(p.max_block, max(p.min_block, 1 << (want - 1).bit_length()))
+    return min(p.max_block, max(p.min_block, _pow2_at_least(math.ceil(S / p.target_blocks))))
 
 
 def split_blocks(S: int, *, plain_matrix: bool, policy: Optional[Policy] = None) -> tuple:
