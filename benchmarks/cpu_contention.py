@@ -33,6 +33,8 @@ import mlx.core as mx
 
 import fusedattend as fa
 
+from .cli import _csv, _positive  # the bench command's argument types
+
 GOAL = 4.0  # the cpu backend should be >= 4x mx.fast's CPU attention, quiet and loaded
 DTYPES = {"float32": mx.float32, "bfloat16": mx.bfloat16, "float16": mx.float16}
 
@@ -198,24 +200,22 @@ def format_table(rows) -> str:
     return "\n".join(lines)
 
 
-def _csv(kind):
-    return lambda text: [kind(x) for x in text.split(",") if x]
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m fusedattend cpu-contention", description=__doc__.splitlines()[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--dtypes", type=_csv(str), default=["float32", "bfloat16"])
-    ap.add_argument("--S", type=_csv(int), default=[1024, 4096])
-    ap.add_argument("--B", type=int, default=1)
-    ap.add_argument("--H-q", type=int, default=32)
-    ap.add_argument("--H-kv", type=int, default=8)
-    ap.add_argument("--D", type=int, default=128)
-    ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--load-cores", type=int, default=None, help="busy threads (default: our cores)")
+    ap.add_argument("--S", type=_csv(_positive), default=[1024, 4096])
+    ap.add_argument("--B", type=_positive, default=1)
+    ap.add_argument("--H-q", type=_positive, default=32)
+    ap.add_argument("--H-kv", type=_positive, default=8)
+    ap.add_argument("--D", type=_positive, default=128)
+    ap.add_argument("--repeats", type=_positive, default=7)
+    ap.add_argument("--load-cores", type=_positive, default=None, help="busy threads (default: our cores)")
     ap.add_argument("--load-seconds", type=float, default=300.0, help="the loader's own time bound")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
+    if args.H_q % args.H_kv:
+        ap.error(f"--H-q must be a multiple of --H-kv, got {args.H_q} and {args.H_kv}")
     unknown = [d for d in args.dtypes if d not in DTYPES]
     if unknown:
         ap.error(f"--dtypes: {', '.join(unknown)} not one of {', '.join(DTYPES)}")
