@@ -23,9 +23,14 @@ import sys
 from pathlib import Path
 
 
+def saved_runs(storage: Path) -> list:
+    """The saved runs under a chip's storage folder (NNNN_<chip>.json), oldest first; [] for none."""
+    return sorted(storage.glob("*/*.json"), key=lambda p: p.name)
+
+
 def saved_baselines(storage: Path) -> list:
-    """The saved runs under a chip's storage folder (NNNN_<chip>.json), oldest first."""
-    runs = sorted(storage.glob("*/*.json"), key=lambda p: p.name)
+    """saved_runs, of which there must be one."""
+    runs = saved_runs(storage)
     if not runs:
         raise SystemExit(f"no baseline under {storage}")
     return runs

@@ -85,7 +85,8 @@ def subset_args(subset: str | None) -> list:
 
 
 def newest_baseline(storage: Path):
-    runs = sorted(storage.glob("*/*.json"), key=lambda p: p.name)
+    """perf_compare's newest baseline, or None where the chip has none yet (a first run)."""
+    runs = perf_compare.saved_runs(storage)
     return runs[-1] if runs else None
 
 
