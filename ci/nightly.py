@@ -167,7 +167,7 @@ def machine_folder() -> str:
 def save_baseline(run_path: Path, storage: Path, chip: str, replace: bool = False) -> Path:
     """Saves a run as the chip's next-numbered baseline under `storage`; with `replace`, removes the
     older ones (one baseline a chip is committed; git history keeps the others)."""
-    older = sorted(storage.glob("*/*.json"))
+    older = perf_compare.saved_runs(storage)
     numbers = [int(m.group(1)) for p in older if (m := re.match(r"(\d+)_", p.name))]
     path = storage / machine_folder() / f"{max(numbers, default=0) + 1:04d}_{chip}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
