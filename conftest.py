@@ -2,7 +2,7 @@
 
     pytest tests/property                      # every backend available here, `dev` profile
     pytest tests/property --backend cuda       # one backend (repeat the flag for more)
-    pytest --quick                             # the quick tier: no slow tests, `quick` profile
+    pytest --quick                             # the quick tier: no slow tests nor tests/kernels, `quick` profile
     pytest --hypothesis-profile=ci -n 2        # what CI runs
 """
 
