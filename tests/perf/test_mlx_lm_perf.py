@@ -21,7 +21,7 @@ import pytest
 
 import fusedattend as fa
 from fusedattend.benchmarks import harness as bench
-from tests.perf.test_decode_perf import _benchmark_median
+from tests.perf.test_decode_perf import _benchmark_stat
 
 pytest.importorskip("mlx_lm")
 from mlx_lm.models import llama  # noqa: E402
@@ -92,7 +92,7 @@ def test_mlx_lm_step(benchmark, backend, request, kind, B, S):
     try:
         benchmark.group = f"mlx_lm step {kind} B={B} S={S}"
         benchmark.pedantic(lambda: steps_round(model, caches, B), rounds=ROUNDS, iterations=1, warmup_rounds=1)
-        median = _benchmark_median(benchmark)
+        median = _benchmark_stat(benchmark, "median")
         seconds = (median if median is not None else step_seconds(model, caches, B) * STEPS) / STEPS
     finally:
         restore()
