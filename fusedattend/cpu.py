@@ -181,18 +181,32 @@ def _block_partial(req: _Request, k_block, v_block, s0: int, s1: int):
         np.exp(scores, out=scores)  # hidden keys: exp(-inf) = 0
         row_sum = scores.sum(axis=-1)
         v_phases = v_block()
-        if visible is not None:
-            # A value row that no query row of the group sees may hold NaN garbage; 0 * NaN would
-            # leak it, so zero such rows.
-            seen = visible.any(axis=-2)  # (H_kv|1, n)
-            if not seen.all():
-                v_phases = [np.where(seen[..., None], v, np.float32(0)) for v in v_phases]
         M = scores.shape[1]
         out = np.empty((req.H_kv, M, req.D), np.float32)
         P = len(v_phases)
         for p, v in enumerate(v_phases):
             out[..., p::P] = np.matmul(scores, v)
+        if not np.isfinite(out).all():
+            # NaN/Inf in a value reached the product, maybe as 0 * NaN from a key some row does
+            # not see (or whose weight underflowed): redo the block keeping each non-finite value
+            # to the rows that weigh it. Clean blocks (nearly all) pay one check of the output.
+            for p, v in enumerate(v_phases):
+                out[..., p::P] = _weighted_values(scores, v)
         return row_max, row_sum, out
+
+
+def _weighted_values(weights, values):
+    """weights @ values over the keys of non-zero weight only (the reference's weighted_values):
+    the finite values through the product, the non-finite ones to the rows that weigh them,
+    NaN (or both infinities) as NaN."""
+    finite = np.isfinite(values)
+    out = np.matmul(weights, np.where(finite, values, np.float32(0)))
+    hit = (weights != 0).astype(np.float32)
+    nan = np.isnan(values)
+    up = np.matmul(hit, (np.isposinf(values) | nan).astype(np.float32)) > 0
+    down = np.matmul(hit, (np.isneginf(values) | nan).astype(np.float32)) > 0
+    out = np.where(up, np.float32(np.inf), np.where(down, np.float32(-np.inf), out))
+    return np.where(up & down, np.float32(np.nan), out)
 
 
 def _block_visibility(req: _Request, s0: int, s1: int):
@@ -238,7 +252,15 @@ def _merge(state, partial):
     with np.errstate(invalid="ignore", over="ignore"):
         a = np.exp(m - safe)
         b = np.exp(mb - safe)
-        return new, s * a + sb * b, o * a[..., None] + ob * b[..., None]
+        # A block whose every weight underflows in the merged row (a = 0) is skipped, not
+        # multiplied: 0 * NaN would bring back a value the row weighs 0.
+        return new, s * a + sb * b, _rescaled(o, a) + _rescaled(ob, b)
+
+
+def _rescaled(out, factor):
+    """out * factor, exactly 0 where factor is 0 (whatever out holds)."""
+    factor = factor[..., None]
+    return np.where(factor == 0, np.float32(0), out * factor)
 
 
 def _run(problem: Problem, k_block_of, v_block_of) -> mx.array:

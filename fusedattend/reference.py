@@ -9,10 +9,11 @@ Semantics, per query row i of head h in request b (G = H_q // H_kv, kv head = h 
     visible(j) = key_range(b) holds j  and  the mask lets i see j
     s_j        = scale * q_i . k_j (+ additive mask), accumulated in float32
     out_i      = sum_{visible j} softmax(s)_j * v_j,   or zeros when no key is visible
-An additive mask hides a key only where it is -inf. A key hidden from every row of its kv head
-may hold any value, NaN included: it never enters the output. NaN that reaches a visible score
-(from K, the scale or a NaN / +inf mask entry) makes the row NaN, and NaN in a visible value row
-its column: nothing reads the data to check it, and zeros would pass for a row that sees no key.
+An additive mask hides a key only where it is -inf. A key a row does not see never enters that
+row, whatever its K or V hold, and a value whose weight is 0 (a score that underflows) is skipped:
+NaN or Inf there cannot reach the row. NaN that reaches a visible score (from K, the scale or a
+NaN / +inf mask entry) makes the row NaN, and NaN in a value of non-zero weight its column:
+nothing reads the data to check it, and zeros would pass for a row that sees no key.
 """
 
 from __future__ import annotations
@@ -60,18 +61,33 @@ def _attend(problem: Problem, keys: mx.array, values: mx.array) -> mx.array:
     values = values.astype(mx.float32)
     if visible is not None:
         scores = mx.where(visible, scores, -mx.inf)
-        # Zero the value rows no query row of the group can see, so NaN garbage there cannot
-        # leak through 0 * NaN in the matmul below.
-        seen = mx.broadcast_to(visible, (NL, B, H_q, L, S)).reshape(NL, B, H_kv, G * L, S)
-        values = mx.where(mx.expand_dims(mx.any(seen, axis=-2), -1), values, 0.0)
     row_max = mx.max(scores, axis=-1, keepdims=True)
     row_max = mx.where(row_max == -mx.inf, 0.0, row_max)
     weights = mx.exp(scores - row_max)  # hidden keys: exp(-inf) = 0
     denom = mx.sum(weights, axis=-1, keepdims=True)
-    out = (weights.reshape(NL, B, H_kv, G * L, S) @ values).reshape(NL, B, H_q, L, D)
+    out = weighted_values(weights.reshape(NL, B, H_kv, G * L, S), values).reshape(NL, B, H_q, L, D)
     seen = denom != 0  # NaN stays NaN: data that reached a score is never hidden as zeros
     out = mx.where(seen, out / mx.where(seen, denom, 1.0), 0.0)
     return out.astype(problem.q.dtype)
+
+
+def weighted_values(weights: mx.array, values: mx.array) -> mx.array:
+    """weights @ values over the keys of non-zero weight only: (..., M, S) @ (..., S, D).
+
+    A plain product would turn the zero weight of a key a row does not see into 0 * NaN = NaN
+    where that key's value holds NaN or Inf. So the product runs over the finite values, and
+    the non-finite ones reach exactly the rows that weigh them: +inf and -inf as themselves, NaN
+    (or both infinities) as NaN. NaN counts as both infinities below, so one indicator product
+    per sign finds them all.
+    """
+    finite = mx.isfinite(values)
+    out = weights @ mx.where(finite, values, 0.0)
+    hit = (weights != 0).astype(mx.float32)  # NaN weights count too: the row is NaN anyway
+    nan = mx.isnan(values)
+    up = (hit @ (mx.isposinf(values) | nan).astype(mx.float32)) > 0
+    down = (hit @ (mx.isneginf(values) | nan).astype(mx.float32)) > 0
+    out = mx.where(up, mx.inf, mx.where(down, -mx.inf, out))
+    return mx.where(up & down, mx.nan, out)
 
 
 def dequantize(kv: QuantizedKV, bits: int, group_size: int) -> mx.array:

@@ -782,14 +782,22 @@ METAL_FUNC fa_merged<COUNT> fa_merge_weights(PM m, PM l, int ml_stride) {
   }
   return s;
 }
-// A state that saw no key holds o = 0 (never NaN: hidden keys never reach it), so its weight of 0
-// needs no test here.
+// x * factor, exactly 0 where the factor is 0: a state, or a key's share of an accumulator, whose
+// weight underflows to 0 in the merged row is skipped, so NaN or Inf it took from a value of its
+// own (weighed there, not here) does not come back as 0 * NaN. Rescales and merges use it.
+METAL_FUNC float fa_scaled(float x, float factor) {
+  return factor == 0.0f ? 0.0f : x * factor;
+}
+// Neither NaN nor +-Inf: by the exponent bits, which fast math cannot fold away.
+METAL_FUNC bool fa_finite(float x) {
+  return (as_type<uint>(x) & 0x7F800000u) != 0x7F800000u;
+}
 template <int COUNT, typename PO>
 METAL_FUNC float fa_merge_outputs(thread const fa_merged<COUNT>& s, PO o, int o_stride) {
   float o_all = 0.0f;
   #pragma unroll
   for (int i = 0; i < COUNT; ++i) {
-    o_all += s.w[i] * o[i * o_stride];
+    o_all += fa_scaled(o[i * o_stride], s.w[i]);
   }
   return o_all;
 }

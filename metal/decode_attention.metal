@@ -291,10 +291,10 @@ for (int first = lo + sg * KEYS_PER_STEP - STEP_STRIDE; first < hi; first += STE
       const float row_rescale = FA_FROM_HOLDER(rescale, r);
       #pragma unroll
       for (int e = 0; e < E; ++e) {
-        acc[r][e] *= row_rescale;
+        acc[r][e] = fa_scaled(acc[r][e], row_rescale);
       }
 #if FA_QUANTIZED
-      bias_acc[r] *= row_rescale;
+      bias_acc[r] = fa_scaled(bias_acc[r], row_rescale);
 #endif
     }
   }
@@ -363,9 +363,9 @@ for (int r = 0; r < ROWS; ++r) {
   #pragma unroll
   for (int e = 0; e < E; ++e) {
 #if FA_QUANTIZED
-    part[e] = (acc[r][e] + bias_acc[r]) * w;
+    part[e] = fa_scaled(acc[r][e] + bias_acc[r], w);
 #else
-    part[e] = acc[r][e] * w;
+    part[e] = fa_scaled(acc[r][e], w);
 #endif
   }
   #pragma unroll

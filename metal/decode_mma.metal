@@ -30,8 +30,9 @@
 // of the whole 16-key tile as a float operand (fa_mma2_16_any_b); no scales or bias terms. A run
 // lies in the row in 16-byte pieces, a piece of each run in turn (fa_run_dim), so that the lanes
 // of a key read one stretch of it with each vector load. A weight of 0 times a NaN in V would
-// still be NaN in a product, so the V elements of keys that no row of the tile sees are zeroed (a
-// tile of the block's end, masks, key ranges).
+// still be NaN in a product, so the V elements of keys that no row of the tile weighs are zeroed
+// (a tile of the block's end, masks, key ranges), and a tile where NaN or Inf sits in V of a key
+// only some rows weigh takes its product a row at a time.
 // Body of mx.fast.metal_kernel / mx.fast.cuda_kernel. Compile-time: T (f16 or bf16 queries), D
 // (<= 128; quantized: a multiple of GS; plain: of 32), NSG, MASK, MT, OFFSETS32 (32-bit offsets
 // where the strides allow), LAYERED (as decode_attention.metal's); quantized K/V: GS (group
@@ -65,7 +66,6 @@ constexpr int K_RUNS = SCORES16 ? 1 : 2;        // runs of K codes a lane reads 
 constexpr int TILES16 = D / 16;                 // 16-dim tiles of Q and K (SCORES16)
 constexpr int TILES16_PER_GROUP = GS / 16;
 constexpr int PAIRS_PER_WORD = 16 / BITS;       // fa_code_pair's pairs of codes in a code word
-constexpr bool HIDES_PER_ROW = MASK != 0;      // a key may be hidden from some rows of a tile
 // How far (base 2) a score may pass its row's softmax base before the base moves: quantized K/V's
 // weights go to the output as three bf16 parts, which hold any float; plain K/V's as f16 / bf16
 // parts scaled by WEIGHT_SCALE for weights of at most 1, so there the base is the running max.
@@ -454,12 +454,12 @@ for (int pass = 0; pass < 2; ++pass) {
 #if FA_QUANTIZED
         #pragma unroll
         for (int g = 0; g < GROUPS; ++g) {
-          bias_sum[g][j] *= rescale;
+          bias_sum[g][j] = fa_scaled(bias_sum[g][j], rescale);
         }
 #endif
         #pragma unroll
         for (int i = 0; i < TILES; ++i) {
-          out_frag[i].e[j] *= rescale;
+          out_frag[i].e[j] = fa_scaled(out_frag[i].e[j], rescale);
         }
       }
     }
@@ -468,15 +468,15 @@ for (int pass = 0; pass < 2; ++pass) {
     for (int j = 0; j < 2; ++j) {
       weight_base[j] = fa_weight_base(row_max[j]);
     }
-    // The weights P^T (keys x rows), then as B operands scaled for each V group. Hidden keys never
-    // touch the output: codes are finite, so zeroing their scale and bias is enough, NaN included;
-    // plain V elements of keys that no row sees are zeroed. Only a mask hides a key from some
-    // rows: without one every key a tile weighs is one the rows see (tiles start at lo; keys past
-    // hi are read as the last one before it), so the quantized products go unguarded
-    // (HIDES_PER_ROW 0; 33 of the loop's 689 instructions a tile at 4-bit, D = 128).
+    // The weights P^T (keys x rows), then as B operands scaled for each V group. A key a row
+    // weighs 0 (hidden from it, or a weight that underflows) never touches that row: codes are
+    // finite, so zeroing the weight times its scale and bias is enough, NaN included; plain V
+    // elements of keys that no row weighs are zeroed, and a tile whose other keys' V hold NaN or
+    // Inf takes the product a row at a time (below).
     fa_frag p[2];   // [half]
 #if !FA_QUANTIZED
     uint seen = 0;  // bit h * 8 + key of a half: some row of the tile weighs that key
+    uint zero = 0;  // likewise: some row of the tile weighs that key 0
 #endif
     #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -488,10 +488,11 @@ for (int pass = 0; pass < 2; ++pass) {
 #if FA_QUANTIZED
         #pragma unroll
         for (int g = 0; g < GROUPS; ++g) {
-          bias_sum[g][j] += HIDES_PER_ROW && p_h.e[j] == 0.0f ? 0.0f : p_h.e[j] * v_unit_bias[h][g];
+          bias_sum[g][j] += p_h.e[j] == 0.0f ? 0.0f : p_h.e[j] * v_unit_bias[h][g];
         }
 #else
         seen |= p_h.e[j] != 0.0f ? 1u << (h * HALF_KEYS + fa_frag_row(lane)) : 0u;
+        zero |= p_h.e[j] == 0.0f ? 1u << (h * HALF_KEYS + fa_frag_row(lane)) : 0u;
         p_h.e[j] *= WEIGHT_SCALE;
 #endif
       }
@@ -507,7 +508,7 @@ for (int pass = 0; pass < 2; ++pass) {
       for (int g = 0; g < GROUPS; ++g) {
         #pragma unroll
         for (int e = 0; e < 4; ++e) {  // element e: key fa_frag16_k_b(lane, e), loaded as v_scale[e / 2][e % 2]
-          weights[g].e[e] = HIDES_PER_ROW && p_b.e[e] == 0.0f ? 0.0f : p_b.e[e] * v_unit_scale[e / 2][e % 2][g];
+          weights[g].e[e] = p_b.e[e] == 0.0f ? 0.0f : p_b.e[e] * v_unit_scale[e / 2][e % 2][g];
         }
       }
       #pragma unroll
@@ -533,7 +534,7 @@ for (int pass = 0; pass < 2; ++pass) {
         for (int g = 0; g < GROUPS; ++g) {
           #pragma unroll
           for (int j = 0; j < 2; ++j) {
-            weights[g][h].e[j] = HIDES_PER_ROW && p_b.e[j] == 0.0f ? 0.0f : p_b.e[j] * v_unit_scale[h][j][g];
+            weights[g][h].e[j] = p_b.e[j] == 0.0f ? 0.0f : p_b.e[j] * v_unit_scale[h][j][g];
           }
         }
       }
@@ -573,21 +574,86 @@ for (int pass = 0; pass < 2; ++pass) {
         }
       }
     }
+    // A key that some rows weigh and others weigh 0 (a causal edge, a per-row mask, a weight that
+    // underflows) is harmless in the product unless its V holds NaN or Inf, which 0 * NaN would
+    // bring to the rows that weigh it 0. Only then (garbage in the cache: rare, and checked only
+    // in tiles with such keys) does the product run once a row, with V zeroed at the keys that
+    // row weighs 0, keeping that row's column: the same operations on its column as otherwise.
+    const uint partial = seen & simd_or(zero);
+    bool garbage = false;
+    if (partial != 0u) {  // the same in every lane, as below
+      #pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        #pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          if ((partial >> fa_frag16_k_a(lane, 2 * h + j) & 1u) != 0u) {
+            #pragma unroll
+            for (int e = 0; e < OUT_RUN; ++e) {
+              garbage = garbage || !fa_finite(now.v[h][j][e]);
+            }
+          }
+        }
+      }
+      garbage = simd_any(garbage);
+    }
     // O^T += V^T P^T over the whole tile, two 8-dim tiles at a time: V^T in T as loaded (a word
     // pairs two keys of one dim), the weights in float (fa_mma2_16_any_b).
     fa_frag16f weights;
     fa_accs_as_b16(p[0], p[1], lane, weights);
-    #pragma unroll
-    for (int i = 0; i < TILES; i += 2) {
-      fa_frag16 v16[2];
+    if (!garbage) {
       #pragma unroll
-      for (int t = 0; t < 2; ++t) {
+      for (int i = 0; i < TILES; i += 2) {
+        fa_frag16 v16[2];
+        #pragma unroll
+        for (int t = 0; t < 2; ++t) {
+          #pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            v16[t].w[h] = fa_chunks_word(now.v[h][0], now.v[h][1], i + t);
+          }
+        }
+        fa_mma2_16_any_b<T>(out_frag[i], out_frag[i + 1], v16[0], v16[1], weights, out_frag[i], out_frag[i + 1]);
+      }
+    } else {
+      // Row r's column of C is still as before the tile when row r's product runs: each row
+      // overwrites its own column only.
+      for (int r = 0; r < ROWS; ++r) {
+        uint mine = 0;  // bit h * 8 + key: row r weighs that key
         #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          v16[t].w[h] = fa_chunks_word(now.v[h][0], now.v[h][1], i + t);
+          #pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            mine |= fa_frag_col_acc(lane, j) == r && p[h].e[j] != 0.0f ? 1u << (h * HALF_KEYS + fa_frag_row(lane)) : 0u;
+          }
+        }
+        const uint weighs = simd_or(mine);
+        fa_chunk<T, OUT_RUN> v_row[2][2];  // V of the keys row r weighs, zeros elsewhere
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          #pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            v_row[h][j] = (weighs >> fa_frag16_k_a(lane, 2 * h + j) & 1u) != 0u ? now.v[h][j] : fa_chunk<T, OUT_RUN>();
+          }
+        }
+        #pragma unroll
+        for (int i = 0; i < TILES; i += 2) {
+          fa_frag16 v16[2];
+          #pragma unroll
+          for (int t = 0; t < 2; ++t) {
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              v16[t].w[h] = fa_chunks_word(v_row[h][0], v_row[h][1], i + t);
+            }
+          }
+          fa_frag row_out[2];
+          fa_mma2_16_any_b<T>(row_out[0], row_out[1], v16[0], v16[1], weights, out_frag[i], out_frag[i + 1]);
+          #pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            const bool its = fa_frag_col_acc(lane, j) == r;
+            out_frag[i].e[j] = its ? row_out[0].e[j] : out_frag[i].e[j];
+            out_frag[i + 1].e[j] = its ? row_out[1].e[j] : out_frag[i + 1].e[j];
+          }
         }
       }
-      fa_mma2_16_any_b<T>(out_frag[i], out_frag[i + 1], v16[0], v16[1], weights, out_frag[i], out_frag[i + 1]);
     }
 #endif
   }

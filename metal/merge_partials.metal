@@ -44,7 +44,7 @@ for (int first = 0; first < NB; first += BLOCKS_AT_ONCE) {
   #pragma unroll
   for (int i = 0; i < BLOCKS_AT_ONCE; ++i) {
     const float w_i = simd_shuffle(w, ushort(i));
-    o_all += w_i * o[i];
+    o_all += fa_scaled(o[i], w_i);  // a block weighed 0 in the row is skipped, NaN or not
     l_all += w_i * simd_shuffle(l, ushort(i));
   }
 }

@@ -34,7 +34,9 @@ MUTANTS = {
     "mask_ignored": "array masks (bool and additive) are ignored",
     "scale_off": "scores use 1.01 x scale",
     "dequant_group_shift": "quantized: each group uses the previous group's scale/bias (off by one group)",
-    "nan_leak": "hidden value rows are not zeroed: 0 x NaN garbage leaks into the output",
+    "nan_leak": "weights x V as a plain product: 0 x NaN garbage of hidden values leaks into the output",
+    "group_zeroing": "only values no row of the head sees are zeroed: rows that do not see a value "
+    "other rows see (causal L > 1, per-row masks) or weigh it 0 take 0 x NaN",
     "masked_row_mean": "a row that sees no key returns the mean of V (MLX's behaviour) instead of zeros",
     "nan_zeroed": "a row whose visible scores hold NaN gives zeros (as if it saw no key) instead of NaN",
 }
@@ -64,11 +66,22 @@ def _visible(problem, m):
 _CALLS = [0]
 
 
-def _partial(scores, v):
+def _partial(scores, v, m):
     """(row max, sum of weights, unnormalised weights x V) of one key block."""
     raw = mx.max(scores, axis=-1, keepdims=True)
     w = mx.exp(scores - mx.where(raw == -mx.inf, 0.0, raw))
-    return raw, mx.sum(w, axis=-1, keepdims=True), w @ v
+    return raw, mx.sum(w, axis=-1, keepdims=True), (w @ v if m in ("nan_leak", "group_zeroing") else _skipping(w, v))
+
+
+def _skipping(w, v):
+    """w @ v without the terms of weight 0: finite values by the product, then each row that
+    weighs a NaN (or both infinities) is NaN, one that weighs +inf or -inf that infinity."""
+    ok = mx.isfinite(v)
+    out = w @ mx.where(ok, v, 0.0)
+    weighs = (w != 0).astype(mx.float32)
+    count = [(weighs @ f(v).astype(mx.float32)) > 0 for f in (mx.isnan, mx.isposinf, mx.isneginf)]
+    nan, pos, neg = count[0] | (count[1] & count[2]), count[1], count[2]
+    return mx.where(nan, mx.nan, mx.where(pos, mx.inf, mx.where(neg, -mx.inf, out)))
 
 
 def mutant_attention(problem, keys, values, m):
@@ -84,21 +97,21 @@ def mutant_attention(problem, keys, values, m):
         scores = scores + problem.mask.array.astype(mx.float32)
     vis = _visible(problem, m)
     scores = mx.where(vis, scores, -mx.inf)
-    if m != "nan_leak":
+    if m == "group_zeroing":
         v = mx.where(mx.expand_dims(mx.any(vis, axis=-2), -1), v, 0.0)
     _CALLS[0] += 1
     split = (m == "batch_dependent" and B > 1) or (m == "nondeterministic" and _CALLS[0] % 2)
     if split and S > 1:
         h = S // 2
-        parts = [_partial(scores[..., :h], v[..., :h, :]), _partial(scores[..., h:], v[..., h:, :])]
+        parts = [_partial(scores[..., :h], v[..., :h, :], m), _partial(scores[..., h:], v[..., h:, :], m)]
         top = mx.maximum(parts[0][0], parts[1][0])
         top = mx.where(top == -mx.inf, 0.0, top)
         num = den = 0.0
         for pm, pd, pn in parts:
             f = mx.where(pm == -mx.inf, 0.0, mx.exp(pm - top))
-            den, num = den + pd * f, num + pn * f
+            den, num = den + pd * f, num + mx.where(f == 0, 0.0, pn * f)  # a block weighed 0 is skipped
     else:
-        _, den, num = _partial(scores, v)
+        _, den, num = _partial(scores, v, m)
     seen = (den > 0) if m == "nan_zeroed" else (den != 0)
     out = mx.where(seen, num / mx.where(seen, den, 1.0), 0.0)
     if m == "masked_row_mean":

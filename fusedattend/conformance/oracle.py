@@ -12,7 +12,8 @@ Semantics (fusedattend/reference.py's docstring), per layer l, request b, query 
                  bool: mask[..., i, j]; additive: mask[..., i, j] != -inf
     s_j   = scale * q_i . k_j (+ additive mask value);  scale defaults to 1 / sqrt(D)
     out_i = sum_{visible j} softmax_{visible}(s)_j * v_j, or zeros when no key is visible
-Hidden keys never enter: NaN or Inf there (in K or V) cannot reach the output.
+Hidden keys never enter: NaN or Inf there (in K or V) cannot reach the rows that do not see them,
+and a value whose weight is 0 (its score underflows) is skipped.
 """
 
 from __future__ import annotations
@@ -110,8 +111,15 @@ def attention(q, k, v, *, scale=None, mask=None, key_ranges=None, stats=False):
     rowmax = np.where(any_vis, s.max(axis=-1, keepdims=True), 0.0)
     w = np.where(vis, np.exp(s - rowmax), 0.0)
     denom = w.sum(axis=-1, keepdims=True)
-    # a row sees only its own visible keys even when another row of the head sees more
-    out = w @ vh
+    # a row sees only its own visible keys even when another row of the head sees more, and
+    # takes no term from a key it weighs 0: sum over the terms of non-zero weight, spelled out
+    # where a value is not finite (0 * NaN is NaN in a product)
+    if np.isfinite(vh).all():
+        out = w @ vh
+    else:
+        with np.errstate(invalid="ignore", over="ignore"):
+            terms = w[..., :, :, None] * vh[..., None, :, :]  # (NL,B,H_q,L,S,D)
+        out = np.where(w[..., None] != 0, terms, 0.0).sum(axis=-2)
     out = np.where(any_vis, out / np.where(any_vis, denom, 1.0), 0.0)
     if not layered:
         out = out[0]

@@ -29,6 +29,7 @@ from tests.property.strategies import (
 from tests.property.test_batch_invariance import _check_layers, _check_requests
 from tests.property.test_mask_semantics import (
     check_hidden_garbage, check_poisoned_rows, check_quantized_hidden_garbage,
+    check_values_reach_only_rows_that_weigh_them, check_zero_weight_values_skipped,
 )
 from tests.property.test_online_softmax_parity import check_parity
 
@@ -296,8 +297,8 @@ def test_emulated_staged_cases_stage():
 @given(case=short_cases())
 def test_emulated_quantized_matrices_hidden_nan(single_pass_max_s, case):
     """NaN / Inf in the scales and biases of keys no row sees: bit-identical to the clean call.
-    Masks keep the kernel's `p != 0` guards (HIDES_PER_ROW); key ranges alone go unguarded, as
-    the kernel never reads a key before the range and reads those past it as the last in it."""
+    The kernel's `p != 0` guards hold with masks; with key ranges alone it never reads a key
+    before the range and reads those past it as the last in it."""
     with emulated_gpu("nvidia"), policy_override(single_pass_max_s=single_pass_max_s):
         check_quantized_hidden_garbage(case, "cuda", seed=1)
 
@@ -315,6 +316,36 @@ def test_emulated_nan_reaching_a_visible_score(plain_mma, single_pass_max_s, whe
         for case in PLAIN_MMA_CASES[1:4]:  # [0] hides every row
             for which in range(2):
                 assert check_poisoned_rows(case, "cuda", which, where)
+
+
+@pytest.mark.parametrize("kernel", ["matrices", "cuda_cores", "quantized"])
+@pytest.mark.parametrize("single_pass_max_s", [4096, 0], ids=["one_block", "split"])
+def test_emulated_values_reach_only_rows_that_weigh_them(kernel, single_pass_max_s):
+    """NaN / Inf in V (or V's scales) of keys some rows of a tile see and others do not (causal
+    L > 1, per-row masks, a per-row additive -1e6 that underflows): the rows that weigh them 0
+    are the clean call's to the bit, in each kernel (the plain matrix kernel's row-at-a-time
+    product), in one block and split (the merges' skipped states)."""
+    cases = MMA_CASES[1:3] + MMA_CASES[4:5] if kernel == "quantized" else PLAIN_MMA_CASES[1:3]
+    with emulated_gpu("nvidia"), policy_override(single_pass_max_s=single_pass_max_s,
+                                                 plain_mma_max_d=0 if kernel == "cuda_cores" else DEFAULT.plain_mma_max_d,
+                                                 plain_mma_min_block=0):
+        for case in cases:
+            for seed, garbage in enumerate((np.nan, np.inf, -np.inf)[:1 if case.bits else 3]):
+                for underflow in {False, case.mask_kind == "additive"}:
+                    assert check_values_reach_only_rows_that_weigh_them(case, "cuda", seed, garbage, underflow)
+
+
+@pytest.mark.parametrize("pattern", ["masked_block", "dominant_key"])
+@pytest.mark.parametrize("kernel", ["matrices", "cuda_cores", "quantized"])
+@pytest.mark.parametrize("single_pass_max_s", [4096, 0], ids=["one_block", "split"])
+def test_emulated_values_of_zero_weight_are_skipped(kernel, single_pass_max_s, pattern):
+    """A value every row weighs 0 in float32, with NaN in it: skipped by the slot and simdgroup
+    merges, merge_partials.metal (a key block weighed 0, split), the online rescale, and the
+    quantized kernel's weight x scale products without a mask (dominant_key)."""
+    with emulated_gpu("nvidia"), policy_override(single_pass_max_s=single_pass_max_s,
+                                                 plain_mma_max_d=0 if kernel == "cuda_cores" else DEFAULT.plain_mma_max_d,
+                                                 plain_mma_min_block=0):
+        check_zero_weight_values_skipped("cuda", kernel == "quantized", pattern)
 
 
 @pytest.mark.parametrize("single_pass_max_s", [4096, 0], ids=["one_block", "split"])

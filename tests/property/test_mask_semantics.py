@@ -15,10 +15,15 @@
 * NaN that reaches a visible score (from K, K's scales, or a NaN / +inf additive mask entry)
   makes exactly the rows that see it NaN, and NaN in a visible value its column of them: never
   zeros, which would pass for a row that sees no key. Nothing else changes by a bit.
+* NaN / Inf in the value (or quantized value scales) of a key reaches only the rows that weigh
+  it: a row that does not see the key (causal with L > 1, per-row and per-head masks, another
+  request's range) or weighs it 0 (a score that underflows, e.g. an additive -1e6) is the clean
+  call's to the bit, whatever other rows of its GQA group, request or layer see.
 """
 
 import mlx.core as mx
 import numpy as np
+import pytest
 from hypothesis import assume, given, target
 from hypothesis import strategies as st
 
@@ -221,17 +226,22 @@ def _poisoned_rows(case, backend, which, where):
             arr[l, b, h, j, d] = np.nan
             override[where] = to_mx(_unfive(arr, case.layered), kv.dtype)
             dim = d if where == "v" else None
-            if where == "v":  # a weight that underflows float32 to 0 takes no part of the value
-                must = sees.copy()
-                must[l, b, h * G:(h + 1) * G] &= _key_weights(case, vis, l, b, h, j) > WEIGHT_SEEN
+            if where == "v":  # a row that weighs the value 0 takes no part of it
+                w = _key_weights(case, vis, l, b, h, j)
+                must, takes = sees.copy(), sees.copy()
+                must[l, b, h * G:(h + 1) * G] &= w > WEIGHT_SEEN
+                takes[l, b, h * G:(h + 1) * G] &= w > 0
         clean = run_case(case, backend)
     poisoned = run_case(case, backend, **override)
-    return _five(to_np(clean), case.layered), _five(to_np(poisoned), case.layered), sees, must, dim
+    if dim is None:
+        takes = sees
+    return _five(to_np(clean), case.layered), _five(to_np(poisoned), case.layered), sees, must, dim, takes
 
 
 # A visible value's weight above this (in float64) is far from float32's underflow (1e-38, and the
-# kernels' exp2 flushes subnormals): its NaN must reach the output. Below it the kernels may skip
-# the value, as a zero weight, and the reference's matmul may not (0 x NaN): unspecified.
+# kernels' exp2 flushes subnormals): its NaN must reach the output. A weight of exactly 0 in
+# float64 is 0 in float32 too: the value must be skipped. Between the two a float32 weight may or
+# may not underflow: unspecified.
 WEIGHT_SEEN = 1e-30
 
 
@@ -255,16 +265,84 @@ def check_poisoned_rows(case, backend, which, where):
     result = _poisoned_rows(case, backend, which, where)
     if result is None:
         return False
-    clean, poisoned, sees, must, dim = result
+    clean, poisoned, sees, must, dim, takes = result
     hit = poisoned[must] if dim is None else poisoned[must][:, dim]
     assert np.isnan(hit).all(), f"{where}: rows that see the NaN are not NaN: {hit[~np.isnan(hit)][:5]} {case}"
-    if dim is None:  # every other row, of this head group too, is the clean call's to the bit
-        same = ~sees
-    else:  # a group's rows that do not see the value may take 0 x NaN through its matmul
-        G = H_q // H_kv
-        group = sees.reshape(NL, B, H_kv, G * L).any(axis=-1)
-        same = ~np.repeat(group, G * L, axis=-1).reshape(sees.shape)
-    assert np.array_equal(poisoned[same], clean[same]), f"{where}: NaN changed rows that do not see it: {case}"
+    # Every other row, of this head group too, is the clean call's to the bit; for a value, so
+    # are the other columns of the rows that weigh it.
+    same = np.broadcast_to(~sees[..., None], poisoned.shape).copy()
+    if dim is not None:
+        same[:] = True
+        same[..., dim] = ~takes
+    assert np.array_equal(poisoned[same], clean[same]), f"{where}: NaN changed what does not weigh it: {case}"
+    return True
+
+
+def _weights64(case, vis, mask5):
+    """float64 softmax weights (NL, B, H_q, L, S) of the case's keys, 0 where a row does not see
+    a key; mask5 is the additive mask (5-D) or None."""
+    NL, B, H_q, H_kv, L, S, D = case.dims
+    G = H_q // H_kv
+    from tests.property.strategies import np_kv
+
+    q = _five(to_np(case.q), case.layered).astype(np.float64)
+    k = _five(np_kv(case)[0], case.layered).astype(np.float64)[:, :, np.arange(H_q) // G]
+    scale = D ** -0.5 if case.scale is None else case.scale
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = scale * q @ k.swapaxes(-1, -2)
+        if mask5 is not None:
+            s = s + mask5
+        s = np.where(vis, s, -np.inf)
+        top = s.max(axis=-1, keepdims=True)
+        return np.where(vis, np.exp(s - np.where(top == -np.inf, 0.0, top)), 0.0)
+
+
+UNDERFLOW = -1e6  # an additive mask entry that keeps a key visible at a weight of exactly 0
+
+
+def check_values_reach_only_rows_that_weigh_them(case, backend, seed, garbage, underflow=False):
+    """`garbage` written into the whole value (or every value scale, quantized) of a few keys
+    that some rows of their kv head see and others do not; with underflow (additive masks), the
+    mask gives some rows UNDERFLOW at those keys. Rows that weigh every such key 0 are the clean
+    call's to the bit; rows that weigh one above WEIGHT_SEEN are not finite in any column.
+    False when the case has no key seen by some row."""
+    NL, B, H_q, H_kv, L, S, D = case.dims
+    G = H_q // H_kv
+    vis = oracle.visibility((NL, B, H_q, L, D), S, case.np_mask(), case.np_key_ranges())
+    rng = np.random.default_rng(seed)
+    override, mask5 = {}, None
+    if case.mask_kind == "additive":
+        mask5 = _additive_mask(case, vis.shape).astype(np.float64)
+        if underflow:
+            mask5 = np.where(vis & (rng.random(vis.shape) < 0.5), UNDERFLOW, mask5)
+            override["mask"] = to_mx(_unfive(mask5, case.layered), mx.float32)
+    seen = vis.reshape(NL, B, H_kv, G * L, S)
+    partly = seen.any(axis=-2) & ~seen.all(axis=-2)
+    pool = np.argwhere(partly if partly.any() else seen.any(axis=-2))
+    if not len(pool):
+        return False
+    bad = np.zeros((NL, B, H_kv, S), bool)
+    for i in rng.choice(len(pool), size=min(3, len(pool)), replace=False):
+        bad[tuple(pool[i])] = True
+    weights = _weights64(case, vis, mask5)
+    bad_rows = np.repeat(bad, G, axis=2)[:, :, :, None, :]  # (NL, B, H_q, 1, S)
+    weigh = np.where(bad_rows, weights, 0.0).max(axis=-1)  # (NL, B, H_q, L)
+    if case.bits is None:
+        v = _five(to_np(case.v), case.layered).copy()
+        v[bad] = garbage
+        dirty = to_mx(_unfive(v, case.layered), case.v.dtype)
+    else:
+        codes, scales, biases = case.v
+        sc = _five(to_np(scales), case.layered).copy()
+        sc[bad] = garbage
+        dirty = (codes, to_mx(_unfive(sc, case.layered), scales.dtype), biases)
+    clean = _five(to_np(run_case(case, backend, **override)), case.layered)
+    poisoned = _five(to_np(run_case(case, backend, v=dirty, **override)), case.layered)
+    zero, must = weigh == 0, weigh > WEIGHT_SEEN
+    assert np.array_equal(poisoned[zero], clean[zero]), (
+        f"{garbage} in values reached {int((poisoned[zero] != clean[zero]).any(axis=-1).sum())} rows "
+        f"that weigh them 0: {case}")
+    assert not np.isfinite(poisoned[must]).any(), f"rows that weigh {garbage} are finite: {case}"
     return True
 
 
@@ -285,3 +363,93 @@ def test_nan_reaching_a_visible_score_gives_nan_rows(case, backend, which, where
 )
 def test_quantized_nan_scale_of_a_visible_key_gives_nan_rows(case, backend, which):
     assume(check_poisoned_rows(case, backend, which, "scales"))
+
+
+@examples(4)
+@given(
+    case=attention_cases(mask_kinds=("bool", "additive", "causal", "none")),
+    seed=st.integers(0, 2**32 - 1),
+    garbage=st.sampled_from((np.nan, np.inf, -np.inf)),
+    underflow=st.booleans(),
+)
+def test_garbage_values_reach_only_rows_that_weigh_them(case, backend, seed, garbage, underflow):
+    assume(check_values_reach_only_rows_that_weigh_them(case, backend, seed, garbage, underflow))
+
+
+@examples(2)
+@given(
+    case=quantized_cases(mask_kinds=("bool", "additive", "causal", "none")),
+    seed=st.integers(0, 2**32 - 1),
+    underflow=st.booleans(),
+)
+def test_quantized_nan_value_scales_reach_only_rows_that_weigh_them(case, backend, seed, underflow):
+    assume(check_values_reach_only_rows_that_weigh_them(case, backend, seed, np.nan, underflow))
+
+
+def test_the_two_reported_leaks(backend):
+    """Causal masking hides key 3 from row 0, whose value holds NaN; an additive -1e6 gives a
+    visible key the weight 0. Neither value may reach the row (each once made it all-NaN)."""
+    rng = np.random.default_rng(0)
+    q = mx.array(rng.standard_normal((1, 1, 2, 64)).astype(np.float32))
+    k = mx.array(rng.standard_normal((1, 1, 4, 64)).astype(np.float32))
+    clean = rng.standard_normal((1, 1, 4, 64)).astype(np.float32)
+    dirty = clean.copy()
+    dirty[0, 0, 3] = np.nan
+    import fusedattend as fa
+
+    def run(v, mask):
+        return np.array(fa.decode_attention(q, k, mx.array(v), mask=mask, backend=backend))
+
+    causal = run(dirty, "causal")
+    assert np.array_equal(causal[0, 0, 0], run(clean, "causal")[0, 0, 0]) and np.isnan(causal[0, 0, 1]).all()
+    underflow = mx.array(np.where(np.arange(4) == 3, np.float32(UNDERFLOW), np.float32(0)))
+    assert np.array_equal(run(dirty, underflow), run(clean, underflow))
+
+
+def check_zero_weight_values_skipped(backend, quantized, pattern, dtype=mx.bfloat16):
+    """A value whose key every row weighs exactly 0 in float32 holds NaN (plain V, or its V scales
+    quantized); the output is the clean call's to the bit. Patterns:
+      masked_block: an additive -1e6 on keys 256.. (a whole key block weighed 0 after a split
+                    merge: its own state weighs its keys, the merge must skip it);
+      dominant_key: no mask, key 0 scores ~400 above the rest (their weights underflow).
+    """
+    import fusedattend as fa
+
+    rng = np.random.default_rng(3)
+    B, H_q, H_kv, S, D = 1, 4, 2, 300, 64
+    q = rng.standard_normal((B, H_q, 1, D)).astype(np.float32)
+    k = rng.standard_normal((B, H_kv, S, D)).astype(np.float32)
+    v = rng.standard_normal((B, H_kv, S, D)).astype(np.float32)
+    mask, poisoned = None, 280
+    if pattern == "masked_block":
+        mask = mx.array(np.where(np.arange(S) >= 256, np.float32(UNDERFLOW), np.float32(0)))
+    else:
+        q[:] = 1.0
+        k[:, :, 0] = 50.0  # 1/8 * 64 * 50 = 400 above keys scoring about 0
+        poisoned = 5
+    q, k = mx.array(q).astype(dtype), mx.array(k).astype(dtype)
+    if quantized:
+        kq, vq = fa.quantize_kv(k, group_size=32), fa.quantize_kv(mx.array(v).astype(dtype), group_size=32)
+        codes, scales, biases = vq
+        sc = to_np(scales)
+        sc[:, :, poisoned] = np.nan
+        dirty = (codes, to_mx(sc, scales.dtype), biases)
+
+        def run(vv):
+            return fa.quantized_decode_attention(q, kq, vv, group_size=32, mask=mask, backend=backend)
+        clean_v = vq
+    else:
+        bad = v.copy()
+        bad[:, :, poisoned] = np.nan
+        clean_v, dirty = mx.array(v).astype(dtype), mx.array(bad).astype(dtype)
+
+        def run(vv):
+            return fa.decode_attention(q, k, vv, mask=mask, backend=backend)
+    clean, out = run(clean_v), run(dirty)
+    assert mx.array_equal(clean, out), f"{pattern}: a value weighed 0 reached the output ({backend})"
+
+
+@pytest.mark.parametrize("pattern", ["masked_block", "dominant_key"])
+@pytest.mark.parametrize("quantized", [False, True], ids=["plain", "quantized"])
+def test_values_of_zero_weight_are_skipped(backend, quantized, pattern):
+    check_zero_weight_values_skipped(backend, quantized, pattern)
