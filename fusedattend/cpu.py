@@ -197,16 +197,12 @@ def _block_partial(req: _Request, k_block, v_block, s0: int, s1: int):
 
 def _weighted_values(weights, values):
     """weights @ values over the keys of non-zero weight only (the reference's weighted_values):
-    the finite values through the product, the non-finite ones to the rows that weigh them,
-    NaN (or both infinities) as NaN."""
+    the finite values through the product, NaN in each column of a row that weighs a non-finite
+    value."""
     finite = np.isfinite(values)
     out = np.matmul(weights, np.where(finite, values, np.float32(0)))
-    hit = (weights != 0).astype(np.float32)
-    nan = np.isnan(values)
-    up = np.matmul(hit, (np.isposinf(values) | nan).astype(np.float32)) > 0
-    down = np.matmul(hit, (np.isneginf(values) | nan).astype(np.float32)) > 0
-    out = np.where(up, np.float32(np.inf), np.where(down, np.float32(-np.inf), out))
-    return np.where(up & down, np.float32(np.nan), out)
+    reached = np.matmul((weights != 0).astype(np.float32), (~finite).astype(np.float32))
+    return np.where(reached > 0, np.float32(np.nan), out)
 
 
 def _block_visibility(req: _Request, s0: int, s1: int):

@@ -75,19 +75,14 @@ def weighted_values(weights: mx.array, values: mx.array) -> mx.array:
     """weights @ values over the keys of non-zero weight only: (..., M, S) @ (..., S, D).
 
     A plain product would turn the zero weight of a key a row does not see into 0 * NaN = NaN
-    where that key's value holds NaN or Inf. So the product runs over the finite values, and
-    the non-finite ones reach exactly the rows that weigh them: +inf and -inf as themselves, NaN
-    (or both infinities) as NaN. NaN counts as both infinities below, so one indicator product
-    per sign finds them all.
+    where that key's value holds NaN or Inf. So the product runs over the finite values, and a
+    row that weighs a non-finite value takes NaN in its column (one indicator product finds
+    them; its counts are exact and only their sign is read).
     """
     finite = mx.isfinite(values)
     out = weights @ mx.where(finite, values, 0.0)
-    hit = (weights != 0).astype(mx.float32)  # NaN weights count too: the row is NaN anyway
-    nan = mx.isnan(values)
-    up = (hit @ (mx.isposinf(values) | nan).astype(mx.float32)) > 0
-    down = (hit @ (mx.isneginf(values) | nan).astype(mx.float32)) > 0
-    out = mx.where(up, mx.inf, mx.where(down, -mx.inf, out))
-    return mx.where(up & down, mx.nan, out)
+    reached = (weights != 0).astype(mx.float32) @ (~finite).astype(mx.float32)
+    return mx.where(reached > 0, mx.nan, out)
 
 
 def dequantize(kv: QuantizedKV, bits: int, group_size: int) -> mx.array:
