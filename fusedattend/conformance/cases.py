@@ -299,6 +299,6 @@ class Profile:
 
 PROFILES = {
     "quick": Profile("quick", 4, 300, True),
-    "default": Profile("default", 20, 1100, False),
-    "nightly": Profile("nightly", 200, 4200, False),
+    "default": Profile("default", 40, 1100, False),
+    "nightly": Profile("nightly", 400, 4200, False),
 }

@@ -48,10 +48,11 @@ def _load_kernel(config):
     if convention not in kernels.CONVENTIONS:
         problems.append(f"--fa-convention {convention}: unknown convention (one of {', '.join(kernels.CONVENTIONS)})")
         convention = "sdpa"
-    try:
-        kernels.parse_supports(config.getoption("--fa-supports"), kernels.Supports())
-    except kernels.KernelError as e:
-        problems.append(str(e))
+    for item in config.getoption("--fa-supports"):
+        try:
+            kernels.parse_supports([item], kernels.Supports())
+        except kernels.KernelError as e:
+            problems.append(str(e))
     kernel = None
     try:
         kernel = kernels.load(spec, convention, config.getoption("--fa-supports"))

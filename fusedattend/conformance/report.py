@@ -2,7 +2,7 @@
 ratio, a failing example with its reproducer, a semantics finding), as a terminal table, JSON
 and markdown.
 
-JSON: {"kernel": str, "convention": str, "profile": str, "supports": [str],
+JSON: {"kernel": str, "convention": str, "device": str, "profile": str, "supports": [str],
        "properties": {NAME: {"status": "pass"|"fail"|"n/a", "worst": float|null (inf as 1.8e308),
                              "example": str|null, "kind": "required"|"semantics",
                              "finding": str|null, "note": str|null}}}
@@ -79,9 +79,12 @@ def _finite(x):
 
 
 def document(kernel, profile, results):
+    import mlx.core as mx
+
     return {
         "kernel": kernel.spec,
         "convention": kernel.convention,
+        "device": str(mx.default_device()),
         "profile": profile,
         "supports": kernel.supports.declared(),
         "properties": {name: {key: _finite(r.get(key)) for key in ("status", "worst", "example", "kind", "finding", "note")}
@@ -92,7 +95,7 @@ def document(kernel, profile, results):
 def markdown(doc):
     sup = f" (supports {' '.join(doc['supports'])})" if doc["supports"] else ""
     out = [f"# Conformance: `{doc['kernel']}`", "",
-           f"Convention `{doc['convention']}`, profile `{doc['profile']}`{sup}.", "",
+           f"Convention `{doc['convention']}`, device `{doc['device']}`, profile `{doc['profile']}`{sup}.", "",
            "| property | kind | status | worst err/tol | finding / note |", "|---|---|---|---|---|"]
     for name, r in doc["properties"].items():
         note = (r.get("finding") or r.get("note") or "").replace("|", "\\|")
