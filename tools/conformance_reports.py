@@ -28,6 +28,8 @@ OUT = ROOT / "docs" / "conformance"
 TARGETS = [
     ("mx-fast-sdpa", "mlx.core:fast.scaled_dot_product_attention", "sdpa", ["precision=dtype"], None),
     ("mlx-lm-sdpa", "mlx_lm.models.base:scaled_dot_product_attention", "mlx_lm", ["precision=dtype"], None),
+    ("mlx-lm-quantized-sdpa", "mlx_lm.models.base:quantized_scaled_dot_product_attention", "quantized",
+     ["precision=dtype"], None),
     ("fusedattend-reference", "fusedattend.conformance.targets:reference", "fusedattend", [], "reference"),
     ("fusedattend-cpu", "fusedattend.conformance.targets:cpu", "fusedattend", [], "cpu"),
     ("fusedattend-cuda", "fusedattend.conformance.targets:cuda", "fusedattend", [], "cuda"),

@@ -273,12 +273,21 @@ def batch_edges(dtype="float32"):
             Spec(B=3, H_q=2, H_kv=1, L=4, S=300, D=128, dtype=dtype, mask="causal", seed=3002)]
 
 
+def hidden_keys(dtype="float32"):
+    """Array masks with key columns hidden from every row (holes), and with a row that sees no key."""
+    return [Spec(B=2, H_q=4, H_kv=2, L=2, S=40, D=64, dtype=dtype, mask=m, holes=True, masked_row=row,
+                 mask_heads=heads, seed=4000 + i)
+            for i, (m, heads, row) in enumerate((m, heads, row) for m in ("bool", "additive")
+                                                for heads in (False, True) for row in (False, True))]
+
+
 def pinned(kernel, which, *, quantized=False):
-    """The pinned Specs of `which` ("grid", "layers", "batch") that the kernel supports."""
+    """The pinned Specs of `which` ("grid", "layers", "batch", "masks") that the kernel supports."""
     dts = dtypes_of(kernel.supports)
     if not dts:
         return []
-    made = {"grid": tiny_llm_grid, "layers": layer_axis_layouts, "batch": batch_edges}[which](dts[0])
+    made = {"grid": tiny_llm_grid, "layers": layer_axis_layouts, "batch": batch_edges,
+            "masks": hidden_keys}[which](dts[0])
     if quantized:
         triples = quantizable(kernel.supports)
         if not triples:

@@ -194,8 +194,9 @@ class Kernel:
         a = {name: override.get(name, getattr(case, name)) for name in ("q", "k", "v", "mask", "key_ranges")}
         args, kwargs = self.arguments(a["q"], a["k"], a["v"], a["mask"], a["key_ranges"], case.scale,
                                       case.spec.bits or None, case.spec.group_size or None)
-        if self.convention == "mlx_lm":  # mlx_lm's quantized attention scales its queries in place
-            args = (mx.array(args[0]),) + args[1:]
+        # a fresh handle on the queries: mlx_lm's quantized attention scales them in place (`*=`),
+        # which would change the case for the calls after it
+        args = (mx.array(args[0]),) + args[1:]
         try:
             out = self.fn(*args, **kwargs)
             if isinstance(out, mx.array):

@@ -64,18 +64,23 @@ def _off_by(err, ratio):
     return f"{err:.3g}, {ratio:.3g}x the tolerance"
 
 
-def _differs(a, b):
-    """'' when a and b are the same bits (NaN equal to NaN), else what differs, in words."""
+def _differs(a, b, rows=None):
+    """'' when a and b are the same bits (NaN equal to NaN) in `rows` (boolean over the leading
+    (…, H_q, L) axes; default all), else what differs, in words."""
     import mlx.core as mx
 
-    if mx.array_equal(a, b, equal_nan=True).item():
+    if rows is None and mx.array_equal(a, b, equal_nan=True).item():
         return ""
     x, y = C.to_np(a), C.to_np(b)
+    if rows is not None:
+        x, y = x[rows], y[rows]
     with np.errstate(invalid="ignore"):
         diff = ~((x == y) | (np.isnan(x) & np.isnan(y)))
         gaps = np.abs(x - y)[diff]
     finite = gaps[np.isfinite(gaps)]
     big = finite.max() if finite.size else (float("inf") if np.isinf(gaps).any() else float("nan"))
+    if not diff.any():
+        return ""
     return f"{int(diff.sum())} of {diff.size} elements differ (max |diff| {big:.3g})"
 
 
@@ -208,7 +213,8 @@ def _dirty(case, which, hidden, values, rng):
 
 def masked_garbage(kernel, case):
     """K rows no query row of their kv head sees may hold NaN, +-Inf or huge values, and V rows
-    huge finite ones, without changing a bit (masked_nan_values covers NaN in V)."""
+    huge finite ones, without changing a bit of any row that sees a key (masked_nan_values
+    covers NaN in V, fully_masked_row the rows that see none)."""
     hidden = _hidden_keys(case)
     if hidden is None:
         return None
@@ -217,10 +223,11 @@ def masked_garbage(kernel, case):
     clean = kernel.call(case)
     k = _dirty(case, "k", hidden, [np.nan, np.inf, -np.inf, big, -big], rng)
     v = _dirty(case, "v", hidden, [big, -big], rng)
-    why = _differs(clean, kernel.call(case, k=k, v=v))
+    rows = C.seen_rows(case)  # a row that sees no key is fully_masked_row's
+    why = _differs(clean, kernel.call(case, k=k, v=v), rows)
     if why:
         where = [what for what, kv in (("K (NaN, Inf, huge)", {"k": k}), ("V (huge finite)", {"v": v}))
-                 if _differs(clean, kernel.call(case, **kv))]
+                 if _differs(clean, kernel.call(case, **kv), rows)]
         mask = f"{case.spec.mask} mask" if case.mask is not None else "key ranges"
         finding = f"garbage in masked-out {' and '.join(where) or 'K and V together'} reaches the output ({mask})"
         raise Failure(f"{finding}: {why}", finding=finding)
@@ -327,14 +334,15 @@ def fully_masked_row(kernel, case):
 
 
 def masked_nan_values(kernel, case):
-    """NaN or Inf in V rows no query row of their kv head sees changes no bit."""
+    """NaN or Inf in V rows no query row of their kv head sees changes no bit of a row that
+    sees a key."""
     hidden = _hidden_keys(case)
     if hidden is None:
         return None
     rng = np.random.default_rng(case.spec.seed + 3)
     clean = kernel.call(case)
     dirty = kernel.call(case, v=_dirty(case, "v", hidden, [np.nan, np.inf, -np.inf], rng))
-    why = _differs(clean, dirty)
+    why = _differs(clean, dirty, C.seen_rows(case))
     if why:
         finding = "NaN or Inf in a masked-out value row reaches the output (0 x NaN)"
         raise Failure(f"{finding}: {why}", finding=finding)
@@ -388,9 +396,14 @@ class Property:
             needs["masks"] = arrays or sup.masks
             if not arrays:
                 needs["key_ranges"] = True
-        if self.name == "mask_forms":  # causal vs explicit boolean; boolean vs additive
-            needs["masks"] = tuple(k for k, other in (("causal", "causal"), ("bool", "additive")) if other in sup.masks)
+        if self.name == "mask_forms":
+            needs["masks"] = self.strategy_masks(kernel)
         return C.specs(kernel, profile, quantized=self.quantized_cases(kernel), **needs)
+
+    def strategy_masks(self, kernel):
+        """mask_forms' starting masks: "causal" (vs the explicit boolean mask), "bool" (vs additive)."""
+        sup = kernel.supports.masks
+        return tuple(k for k, other in (("causal", "causal"), ("bool", "additive")) if other in sup and "bool" in sup)
 
     def pinned_specs(self, kernel):
         out = []
@@ -402,6 +415,12 @@ class Property:
             out = [s for s in out if s.B > 1]
         if self.name == "layer_invariance":
             out = [s for s in out if s.NL]
+        if self.name == "gqa":
+            out = [s for s in out if s.H_q > s.H_kv]
+        if self.name == "fully_masked_row":
+            out = [s for s in out if s.masked_row]
+        if self.name == "mask_forms":  # its two checks start from "causal" or a boolean mask
+            out = [s for s in out if s.mask in self.strategy_masks(kernel)]
         return out
 
 
@@ -411,12 +430,12 @@ PROPERTIES = {p.name: p for p in (
     Property("batch_invariance", "required", batch_invariance, 1.0, ("batch", "layers"), {"min_B": 2}),
     Property("layer_invariance", "required", layer_invariance, 1.0, ("layers",), {"layered": True}),
     Property("slice_invariance", "required", slice_invariance, 0.5, ("batch",)),
-    Property("masked_garbage", "required", masked_garbage, 1.0, (), {"holes": True}),
-    Property("gqa", "required", gqa, 1.0, (), {"gqa": True}),
+    Property("masked_garbage", "required", masked_garbage, 1.0, ("masks",), {"holes": True}),
+    Property("gqa", "required", gqa, 1.0, ("grid",), {"gqa": True}),
     Property("determinism", "required", determinism, 0.5, ("batch",)),
-    Property("mask_forms", "required", mask_forms, 0.5),
-    Property("fully_masked_row", "semantics", fully_masked_row, 0.5, (), {"masked_row": True}),
-    Property("masked_nan_values", "semantics", masked_nan_values, 0.5, (), {"holes": True}),
+    Property("mask_forms", "required", mask_forms, 0.5, ("masks",)),
+    Property("fully_masked_row", "semantics", fully_masked_row, 0.5, ("masks",), {"masked_row": True}),
+    Property("masked_nan_values", "semantics", masked_nan_values, 0.5, ("masks",), {"holes": True}),
 )}
 
 
