@@ -168,3 +168,14 @@ def test_declared_supports_make_properties_na(tmp_path, capfd, monkeypatch):
     code, doc, out = report(tmp_path, capfd, "fa_kernels:picky")
     assert code == 0, out
     assert "refused" in doc["properties"]["parity"]["note"]
+
+
+@pytest.mark.parametrize("quantized", [False, True], ids=["plain", "quantized"])
+def test_fusedattend_backend_conforms(tmp_path, capfd, backend, quantized):
+    """Each fusedattend backend passes every applicable property, semantics ones included (the
+    committed reports in docs/conformance/ say so)."""
+    kernel = f"fusedattend.conformance.targets:{'quantized_' if quantized else ''}{backend}"
+    code, doc, out = report(tmp_path, capfd, kernel, "--fa-convention", "quantized" if quantized else "fusedattend")
+    status = {p: r["status"] for p, r in doc["properties"].items()}
+    assert code == 0 and set(status.values()) == {"pass", "n/a"}, out
+    assert status["quantized_parity" if quantized else "layer_invariance"] == "pass"
