@@ -13,8 +13,6 @@ layouts (NL in {1, 4, 32}; NL = 3 with B = 2, where swapped layer and request st
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Optional
-
 import numpy as np
 
 from . import oracle

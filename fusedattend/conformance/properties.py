@@ -17,12 +17,12 @@ Tolerances are oracle.py's, derived in docs/testing.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import cases as C
-from . import oracle
+from . import compare
 
 
 class Failure(AssertionError):
@@ -34,56 +34,6 @@ class Failure(AssertionError):
         self.spec = None
 
 
-def _target(ratio, label):
-    from hypothesis import target
-    from hypothesis.control import currently_in_test_context
-
-    if currently_in_test_context() and np.isfinite(ratio):
-        target(min(float(ratio), 1e6), label=label)
-
-
-def _tolerance(kernel, case, expected, stats, factor=1.0):
-    tol = oracle.parity_tolerance(expected, stats, case.dtype_name, case.spec.D)
-    if kernel.supports.precision == "dtype":
-        tol = tol + oracle.low_precision_tolerance(expected, stats, case.dtype_name, case.spec.D)
-    return factor * tol
-
-
-def _ratio(actual, expected, tol, rows):
-    a, e = np.asarray(actual, np.float64)[rows], np.asarray(expected, np.float64)[rows]
-    t = np.broadcast_to(tol, np.shape(expected))[rows]
-    if a.size == 0:
-        return 0.0, 0.0
-    return oracle.compare(a, e, t)
-
-
-def _off_by(err, ratio):
-    """How far off, in words: NaN or Inf in the output reads as that, not as "inf x"."""
-    if not np.isfinite(ratio):
-        return "NaN or Inf where a finite value belongs"
-    return f"{err:.3g}, {ratio:.3g}x the tolerance"
-
-
-def _differs(a, b, rows=None):
-    """'' when a and b are the same bits (NaN equal to NaN) in `rows` (boolean over the leading
-    (…, H_q, L) axes; default all), else what differs, in words."""
-    import mlx.core as mx
-
-    if rows is None and mx.array_equal(a, b, equal_nan=True).item():
-        return ""
-    x, y = C.to_np(a), C.to_np(b)
-    if rows is not None:
-        x, y = x[rows], y[rows]
-    with np.errstate(invalid="ignore"):
-        diff = ~((x == y) | (np.isnan(x) & np.isnan(y)))
-        gaps = np.abs(x - y)[diff]
-    finite = gaps[np.isfinite(gaps)]
-    big = finite.max() if finite.size else (float("inf") if np.isinf(gaps).any() else float("nan"))
-    if not diff.any():
-        return ""
-    return f"{int(diff.sum())} of {diff.size} elements differ (max |diff| {big:.3g})"
-
-
 # ---------------------------------------------------------------------------------------------
 # required
 
@@ -92,10 +42,10 @@ def parity(kernel, case):
     out = kernel.call(case)
     expected, stats = C.oracle_of(case)
     rows = C.seen_rows(case)
-    ratio, err = _ratio(C.to_np(out), expected, _tolerance(kernel, case, expected, stats), rows)
-    _target(ratio, "err/tol")
+    ratio, err = compare.ratio(C.to_np(out), expected, compare.tolerance(kernel, case, expected, stats), rows)
+    compare.target(ratio, "err/tol")
     if ratio > 1.0:
-        raise Failure(f"off the float64 oracle by {_off_by(err, ratio)} ({case.dtype_name}, S={case.spec.S})",
+        raise Failure(f"off the float64 oracle by {compare.off_by(err, ratio)} ({case.dtype_name}, S={case.spec.S})",
                       ratio=ratio)
     return ratio
 
@@ -118,7 +68,7 @@ def batch_invariance(kernel, case):
         kr_b = None if case.key_ranges is None else case.key_ranges[b:b + 1]
         one = kernel.call(case, q=_take(case.q, axis, b), k=_take(case.k, axis, b), v=_take(case.v, axis, b),
                           mask=mask_b, key_ranges=kr_b)
-        why = _differs(_take(whole, axis, b), one)
+        why = compare.differs(_take(whole, axis, b), one)
         if why:
             raise Failure(f"request {b} of {case.spec.B} alone differs from its slice of the batch: {why}")
     return None
@@ -131,7 +81,7 @@ def layer_invariance(kernel, case):
     whole = kernel.call(case)
     per = [kernel.call(case, q=case.q[l], k=_index(case.k, l), v=_index(case.v, l)) for l in range(case.spec.NL)]
     for l, one in enumerate(per):
-        why = _differs(whole[l], one)
+        why = compare.differs(whole[l], one)
         if why:
             raise Failure(f"layer {l} of {case.spec.NL} differs from its own 4-D call: {why}")
     return None
@@ -173,7 +123,7 @@ def slice_invariance(kernel, case):
         wrap = lambda t: (tuple(_in_longer_buffer(a, transposed, rng) for a in t) if isinstance(t, tuple)
                           else _in_longer_buffer(t, transposed, rng))
         sliced = kernel.call(case, k=wrap(case.k), v=wrap(case.v))
-        why = _differs(whole, sliced)
+        why = compare.differs(whole, sliced)
         if why:
             form = "(…, S, H, D) buffer" if transposed else "(…, H, S, D) buffer"
             raise Failure(f"K/V sliced from a longer {form} with NaN past S differ from the contiguous call: {why}")
@@ -224,10 +174,10 @@ def masked_garbage(kernel, case):
     k = _dirty(case, "k", hidden, [np.nan, np.inf, -np.inf, big, -big], rng)
     v = _dirty(case, "v", hidden, [big, -big], rng)
     rows = C.seen_rows(case)  # a row that sees no key is fully_masked_row's
-    why = _differs(clean, kernel.call(case, k=k, v=v), rows)
+    why = compare.differs(clean, kernel.call(case, k=k, v=v), rows)
     if why:
         where = [what for what, kv in (("K (NaN, Inf, huge)", {"k": k}), ("V (huge finite)", {"v": v}))
-                 if _differs(clean, kernel.call(case, **kv), rows)]
+                 if compare.differs(clean, kernel.call(case, **kv), rows)]
         mask = f"{case.spec.mask} mask" if case.mask is not None else "key ranges"
         finding = f"garbage in masked-out {' and '.join(where) or 'K and V together'} reaches the output ({mask})"
         raise Failure(f"{finding}: {why}", finding=finding)
@@ -244,12 +194,12 @@ def gqa(kernel, case):
     grouped = kernel.call(case)
     mha = kernel.call(case, k=rep(case.k), v=rep(case.v))
     expected, stats = C.oracle_of(case)
-    ratio, err = _ratio(C.to_np(grouped), C.to_np(mha), _tolerance(kernel, case, expected, stats, 2.0),
+    ratio, err = compare.ratio(C.to_np(grouped), C.to_np(mha), compare.tolerance(kernel, case, expected, stats, 2.0),
                         C.seen_rows(case))
-    _target(ratio, "gqa err/tol")
+    compare.target(ratio, "gqa err/tol")
     if ratio > 1.0:
         raise Failure(f"GQA (H_q={case.spec.H_q}, H_kv={case.spec.H_kv}) differs from MHA on repeated K/V by "
-                      f"{_off_by(err, ratio)}", ratio=ratio)
+                      f"{compare.off_by(err, ratio)}", ratio=ratio)
     return ratio
 
 
@@ -272,7 +222,7 @@ def determinism(kernel, case):
     c = kernel.call(case, q=_copy(case.q), k=_copy(case.k), v=_copy(case.v), mask=_copy(case.mask),
                     key_ranges=_copy(case.key_ranges))
     for other, what in ((b, "a repeated call"), (c, "a call on fresh copies")):
-        why = _differs(a, other)
+        why = compare.differs(a, other)
         if why:
             raise Failure(f"{what} gave other bits: {why}")
     return None
@@ -285,7 +235,7 @@ def mask_forms(kernel, case):
 
     sp = case.spec
     expected, stats = C.oracle_of(case)
-    tol = _tolerance(kernel, case, expected, stats, 2.0)
+    tol = compare.tolerance(kernel, case, expected, stats, 2.0)
     a = kernel.call(case)
     if sp.mask == "causal":
         explicit = mx.array((np.arange(sp.S)[None, :] <= sp.S - sp.L + np.arange(sp.L)[:, None])[None, None])
@@ -298,10 +248,10 @@ def mask_forms(kernel, case):
         vis = np.array(case.mask)
         b = kernel.call(case, mask=C.to_mx(np.where(vis, 0.0, -np.inf), sp.dtype))
         what = "a boolean mask and the additive 0/-inf mask"
-    ratio, err = _ratio(C.to_np(a), C.to_np(b), tol, C.seen_rows(case))
-    _target(ratio, "mask forms err/tol")
+    ratio, err = compare.ratio(C.to_np(a), C.to_np(b), tol, C.seen_rows(case))
+    compare.target(ratio, "mask forms err/tol")
     if ratio > 1.0:
-        raise Failure(f"{what} differ by {_off_by(err, ratio)}", ratio=ratio)
+        raise Failure(f"{what} differ by {compare.off_by(err, ratio)}", ratio=ratio)
     return ratio
 
 
@@ -342,7 +292,7 @@ def masked_nan_values(kernel, case):
     rng = np.random.default_rng(case.spec.seed + 3)
     clean = kernel.call(case)
     dirty = kernel.call(case, v=_dirty(case, "v", hidden, [np.nan, np.inf, -np.inf], rng))
-    why = _differs(clean, dirty, C.seen_rows(case))
+    why = compare.differs(clean, dirty, C.seen_rows(case))
     if why:
         finding = "NaN or Inf in a masked-out value row reaches the output (0 x NaN)"
         raise Failure(f"{finding}: {why}", finding=finding)
