@@ -9,6 +9,7 @@ and any decode-attention kernel can be checked (`python -m pytest --pyargs fused
                      Hypothesis strategies inside what a kernel supports; the pinned cases
     kernels          --fa-kernel: finding the function, its calling convention, its declared supports
     properties       the conformance properties, each a check of a kernel on one case
+    compare          how they compare outputs: oracle tolerance, bits, in words
     plugin           the pytest plugin (entry point pytest11); inert without --fa-kernel
     test_conformance the tests it collects, one a property
     report           the end-of-run table, the JSON report and its markdown twin
