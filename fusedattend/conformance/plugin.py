@@ -168,7 +168,11 @@ class Reporter:
         return self.config.getoption("--fa-profile")
 
     def pytest_terminal_summary(self, terminalreporter):
-        if hasattr(self.config, "workerinput") or not self.results:
+        if hasattr(self.config, "workerinput"):
+            return
+        if not self.results:
+            terminalreporter.write_line("fusedattend conformance: --fa-kernel given but no property ran "
+                                        "(collect them with --pyargs fusedattend.conformance)")
             return
         from .report import table
 
