@@ -42,6 +42,11 @@ TARGETS = [
 ]
 
 
+def _shown(path):
+    path = path.resolve()
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
 def _plugin_args():
     names = {ep.name for ep in importlib.metadata.entry_points(group="pytest11")}
     return [] if "fusedattend_conformance" in names else ["-p", "fusedattend.conformance.plugin"]
@@ -64,7 +69,7 @@ def run(name, kernel, convention, supports, profile, out):
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if not path.exists():
         sys.exit(f"{name}: no report written (pytest exit {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
-    print(f"{name}: {path.relative_to(ROOT)} (pytest exit {proc.returncode})")
+    print(f"{name}: {_shown(path)} (pytest exit {proc.returncode})")
 
 
 def summary(out):
@@ -97,7 +102,7 @@ def summary(out):
         lines.append(f"- **{stem}** (`{doc['kernel']}`, convention `{doc['convention']}`{sup}): "
                      + ("; ".join(f"{n}: {why}" for n, why in found) if found else "every applicable property passes"))
     (out / "README.md").write_text("\n".join(lines) + "\n")
-    print(f"summary: {(out / 'README.md').relative_to(ROOT)}")
+    print(f"summary: {_shown(out / 'README.md')}")
 
 
 def main(argv=None):
