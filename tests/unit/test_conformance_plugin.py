@@ -23,21 +23,30 @@ def _plugins():
     return [] if "fusedattend_conformance" in names else [plugin]
 
 
-def run(tmp_path, capfd, *args):
+def run(tmp_path, capfd, *args, cpu=True):
     """(exit code, stdout + stderr) of an in-process pytest with the plugin, isolated from the
-    project's conftest and ini."""
+    project's conftest and ini; on the CPU unless cpu=False (on CUDA, MLX's own SDPA and the
+    controls' matmuls need not be batch invariant)."""
+    import mlx.core as mx
+
     ini = tmp_path / "pytest.ini"
     ini.write_text("[pytest]\n")
-    code = pytest.main(["-c", str(ini), "--rootdir", str(tmp_path), "--noconftest", "-p", "no:cacheprovider",
-                        "-p", "no:xdist", "-q", *args], plugins=_plugins())
+    device = mx.default_device()
+    if cpu:
+        mx.set_default_device(mx.cpu)
+    try:
+        code = pytest.main(["-c", str(ini), "--rootdir", str(tmp_path), "--noconftest", "-p", "no:cacheprovider",
+                            "-p", "no:xdist", "-q", *args], plugins=_plugins())
+    finally:
+        mx.set_default_device(device)
     out, err = capfd.readouterr()
     return int(code), out + err
 
 
-def report(tmp_path, capfd, kernel, *args):
+def report(tmp_path, capfd, kernel, *args, cpu=True):
     path = tmp_path / "report.json"
     code, out = run(tmp_path, capfd, "--pyargs", "fusedattend.conformance", "--fa-kernel", kernel,
-                    "--fa-profile", "quick", "--fa-report", str(path), *args)
+                    "--fa-profile", "quick", "--fa-report", str(path), *args, cpu=cpu)
     assert path.exists(), out
     return code, json.loads(path.read_text()), out
 
@@ -175,7 +184,8 @@ def test_fusedattend_backend_conforms(tmp_path, capfd, backend, quantized):
     """Each fusedattend backend passes every applicable property, semantics ones included (the
     committed reports in docs/conformance/ say so)."""
     kernel = f"fusedattend.conformance.targets:{'quantized_' if quantized else ''}{backend}"
-    code, doc, out = report(tmp_path, capfd, kernel, "--fa-convention", "quantized" if quantized else "fusedattend")
+    code, doc, out = report(tmp_path, capfd, kernel, "--fa-convention", "quantized" if quantized else "fusedattend",
+                            cpu=backend in ("reference", "cpu"))
     status = {p: r["status"] for p, r in doc["properties"].items()}
     assert code == 0 and set(status.values()) == {"pass", "n/a"}, out
     assert status["quantized_parity" if quantized else "layer_invariance"] == "pass"
