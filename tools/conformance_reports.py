@@ -6,9 +6,9 @@ MLX's own attention and on each fusedattend backend available here, and the summ
     python tools/conformance_reports.py --summary-only     # rebuild docs/conformance/README.md from the JSON
 
 Each target runs in its own `python -m pytest --pyargs fusedattend.conformance` process (a
-failing property is a finding, not an error of this script). MLX's functions' reports are named
-by device (`mx-fast-sdpa-cpu.json`; `mx-fast-sdpa-gpu.json` from a GPU machine), fusedattend's
-by backend (`fusedattend-cpu.json`, `fusedattend-cuda.json`).
+failing property is a finding, not an error of this script). Reports of what runs on the default
+device (MLX's functions, the reference backend) are named by it (`mx-fast-sdpa-cpu.json`;
+`mx-fast-sdpa-gpu.json` from a GPU machine); the other backends' by backend (`fusedattend-cuda.json`).
 """
 
 from __future__ import annotations
@@ -58,9 +58,11 @@ def device_name():
     return "gpu" if mx.default_device() == mx.gpu else "cpu"
 
 
-def run(name, kernel, convention, supports, profile, out):
-    # fusedattend's backends name their device; MLX's functions run on the default one
-    path = out / (f"{name}.json" if name.startswith("fusedattend") else f"{name}-{device_name()}.json")
+def run(name, kernel, convention, supports, backend, profile, out):
+    # the cpu, cuda and metal backends name their device; MLX's functions and the reference
+    # backend run on the default one, which the name says
+    fixed = backend in ("cpu", "cuda", "metal")
+    path = out / (f"{name}.json" if fixed else f"{name}-{device_name()}.json")
     cmd = [sys.executable, "-m", "pytest", *_plugin_args(), "--pyargs", "fusedattend.conformance",
            "--fa-kernel", kernel, "--fa-convention", convention, "--fa-profile", profile,
            "--fa-report", str(path), "--hypothesis-seed", "0", "-p", "no:cacheprovider", "-q", "--noconftest"]
@@ -118,7 +120,7 @@ def main(argv=None):
         available = fusedattend.available_backends()
         for name, kernel, convention, supports, backend in TARGETS:
             if backend is None or backend in available:
-                run(name, kernel, convention, supports, args.profile, args.out)
+                run(name, kernel, convention, supports, backend, args.profile, args.out)
     summary(args.out)
 
 
