@@ -36,6 +36,16 @@ def test_wheel_holds_the_package_data(wheel):
             "fusedattend/metal/decode_attention.metal", "fusedattend/benchmarks/harness.py",
             "fusedattend/benchmarks/results/nvidia-h200.json"} <= names
     assert not any(n.startswith(("tests/", "ci/")) for n in names)
+    assert {"fusedattend/conformance/plugin.py", "fusedattend/conformance/test_conformance.py",
+            "fusedattend/conformance/controls.py"} <= names
+
+
+def test_wheel_registers_the_conformance_plugin(wheel):
+    """pytest finds the conformance plugin through the wheel's pytest11 entry point."""
+    with zipfile.ZipFile(wheel) as z:
+        (entry_points,) = [n for n in z.namelist() if n.endswith(".dist-info/entry_points.txt")]
+        text = z.read(entry_points).decode()
+    assert "[pytest11]" in text and "fusedattend_conformance = fusedattend.conformance.plugin" in text
 
 
 @pytest.mark.slow
@@ -59,3 +69,10 @@ def test_installed_wheel_runs_check(wheel, tmp_path):
     where = subprocess.run([sys.executable, "-S", "-c", "import fusedattend; print(fusedattend.__file__)"],
                            cwd=elsewhere, env=env, capture_output=True, text=True, check=True).stdout
     assert Path(where.strip()).is_relative_to(target)
+    # the conformance plugin, found through the installed copy's pytest11 entry point
+    proc = subprocess.run([sys.executable, "-S", "-m", "pytest", "--pyargs", "fusedattend.conformance",
+                           "--fa-kernel", "fusedattend.conformance.controls:correct", "--fa-profile", "quick",
+                           "-p", "no:cacheprovider", "-q"], cwd=elsewhere, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "fusedattend conformance: fusedattend.conformance.controls:correct" in proc.stdout
