@@ -22,6 +22,8 @@ Backends:
 
 from __future__ import annotations
 
+import re
+
 import mlx.core as mx
 import numpy as np
 
@@ -52,7 +54,7 @@ def windowed_decode_attention(queries, keys, values, window_keys, window_values,
         raise TypeError("keys and values must both be triples or both be None")
     if isinstance(queries, mx.array) and queries.ndim != 4:
         raise ValueError(f"queries must have shape (B, H_q, L, D), got {tuple(queries.shape)}")
-    window = plain_problem(queries, window_keys, window_values, scale, None, window_ranges)
+    window = _window_problem(queries, window_keys, window_values, scale, window_ranges)
     quantized = None
     if keys is not None:
         quantized = quantized_problem(queries, keys, values, scale, None, key_ranges, bits, group_size)
@@ -66,7 +68,7 @@ def windowed_decode_attention(queries, keys, values, window_keys, window_values,
     causal = mask is not None and queries.shape[-2] > 1
     name = backends.resolve(backend)
     if name == "cpu" and queries.shape[-2] <= MAX_FUSED_QUERY_LEN:
-        return _cpu(window, quantized, q_starts, q_lens, w_starts, w_lens, lengths, causal)
+        return _cpu(window, quantized, q_starts, q_lens, w_starts, lengths, causal, bits, group_size)
     keys_v, values_v = virtual_keys(quantized and quantized.k, quantized and quantized.v, window.k, window.v,
                                     q_starts, q_lens, w_starts, w_lens, bits=bits, group_size=group_size,
                                     dtype=mx.float32 if name == "reference" else queries.dtype)
@@ -77,6 +79,18 @@ def windowed_decode_attention(queries, keys, values, window_keys, window_values,
     out = decode_attention(queries, keys_v, values_v, scale=window.scale, mask="causal" if causal else None,
                            key_ranges=KeyRanges([(0, n) for n in lengths]), backend=name)
     return out.astype(window.q.dtype)
+
+
+_WINDOW_NAMES = {"keys": "window_keys", "values": "window_values", "key_ranges": "window_ranges"}
+
+
+def _window_problem(queries, window_keys, window_values, scale, window_ranges):
+    """plain_problem's checks of the window, its errors naming the window's arguments."""
+    try:
+        return plain_problem(queries, window_keys, window_values, scale, None, window_ranges)
+    except (TypeError, ValueError) as err:
+        message = re.sub(r"\b(keys|values|key_ranges)\b", lambda m: _WINDOW_NAMES[m.group(1)], str(err))
+        raise type(err)(message) from None
 
 
 def _starts_lengths(ranges, B, S):
@@ -144,7 +158,9 @@ class _VirtualBlocks:
             self.quantized = (np.asarray(quantized.codes), cpu._numpy_view(quantized.scales),
                               cpu._numpy_view(quantized.biases))
         self.bits, self.group_size = bits, group_size
-        self.phases = 8 // bits if quantized is not None else 1
+        # The window is widened in the codes' phases even where no request has a quantized key:
+        # a request's sums then run in one order whether or not its batch holds quantized keys.
+        self.phases = 8 // bits
 
     def _window_phases(self, block):
         wide = self._cpu._small_to_f32(block)  # bfloat16 bits, float16 or float32 to float32
@@ -167,7 +183,7 @@ class _VirtualBlocks:
         return [np.concatenate(pair, axis=-2) for pair in zip(*parts)]
 
 
-def _cpu(window: Problem, quantized, q_starts, q_lens, w_starts, w_lens, lengths, causal):
+def _cpu(window: Problem, quantized, q_starts, q_lens, w_starts, lengths, causal, bits, group_size):
     from . import cpu
 
     window = window.with_layer_axis()
@@ -181,7 +197,6 @@ def _cpu(window: Problem, quantized, q_starts, q_lens, w_starts, w_lens, lengths
     problem = Problem(window.q, _Shape((NL, B, H_kv, max(1, max(lengths)), D)), None, window.scale,
                       CAUSAL_MASK if causal else NO_MASK, mx.array([[0, n] for n in lengths], dtype=mx.int32),
                       True)
-    bits, group_size = (quantized.bits, quantized.group_size) if quantized is not None else (None, None)
     k_part = quantized.k if quantized is not None else None
     v_part = quantized.v if quantized is not None else None
     out = cpu._run(problem, _VirtualBlocks(k_part, window.k, q_starts, q_lens, w_starts, bits, group_size, "wk"),
