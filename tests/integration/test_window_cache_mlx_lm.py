@@ -1,0 +1,146 @@
+"""QuantizedWindowCache in mlx_lm's generation, patched (`fusedattend.patch_mlx_lm`).
+
+A small Llama of random weights (untied embeddings, so that greedy tokens vary) generates over
+`fusedattend.make_prompt_cache` with a 4-token window, so that prompts and decode steps flush.
+The oracle is the same model and cache unpatched with float64 attention in mlx_lm's place: the
+cache then hands it each request's keys dequantized, and the mask over them."""
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+pytest.importorskip("mlx_lm")
+import mlx_lm.models.llama as llama  # noqa: E402
+from mlx_lm.generate import BatchGenerator, generate_step  # noqa: E402
+from mlx_lm.models.cache import RotatingKVCache  # noqa: E402
+
+import fusedattend as fa  # noqa: E402
+from fusedattend import mlx_lm_attention, window_attention  # noqa: E402
+from tests.integration.test_mlx_lm_models import PROMPT_TOLERANCE, VOCAB, assert_close, oracle_attention  # noqa: E402
+
+WINDOW = 4
+TOKENS = 10
+
+
+@pytest.fixture(scope="module")
+def model():
+    """2 layers, 8 query heads over 2 kv heads of D = 64, untied embeddings."""
+    mx.random.seed(0)
+    args = llama.ModelArgs(model_type="llama", hidden_size=512, num_hidden_layers=2, intermediate_size=1024,
+                           num_attention_heads=8, num_key_value_heads=2, rms_norm_eps=1e-5, vocab_size=VOCAB,
+                           tie_word_embeddings=False)
+    model = llama.Model(args)
+    mx.eval(model.parameters())
+    return model
+
+
+def greedy(x):
+    return mx.argmax(x, axis=-1)
+
+
+def alone(model, prompt, max_tokens=TOKENS):
+    """(tokens, log-probabilities) of generate_step over a fresh cache."""
+    cache = fa.make_prompt_cache(model, window=WINDOW)
+    steps = list(generate_step(mx.array(prompt), model, max_tokens=max_tokens, prompt_cache=cache, sampler=greedy))
+    return [int(t) for t, _ in steps], np.stack([np.array(lp) for _, lp in steps])
+
+
+@pytest.fixture
+def patched(backend):
+    restore = fa.patch_mlx_lm(backend=backend)
+    yield
+    restore()
+
+
+def test_generate_step_against_float64_attention(model, backend, monkeypatch):
+    prompt = mx.random.randint(0, VOCAB, (37,), key=mx.random.key(5)).tolist()
+    with monkeypatch.context() as m:
+        m.setattr(llama, "scaled_dot_product_attention", oracle_attention)
+        want_tokens, want = alone(model, prompt)
+    restore = fa.patch_mlx_lm(backend=backend)
+    try:
+        got_tokens, got = alone(model, prompt)
+    finally:
+        restore()
+    assert got_tokens == want_tokens
+    assert_close(got, want, PROMPT_TOLERANCE[mx.float32])
+
+
+def test_decode_steps_take_the_windowed_call(model, monkeypatch, patched):
+    """Each layer's decode step is one windowed_decode_attention call; the prompt is not."""
+    calls = []
+    real = window_attention.windowed_decode_attention
+
+    def counted(*args, **kwargs):
+        calls.append(args[0].shape[-2])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("fusedattend.window_cache.windowed_decode_attention", counted)
+    cache = fa.make_prompt_cache(model, window=WINDOW)
+    tokens = mx.random.randint(0, VOCAB, (1, 16), key=mx.random.key(3))
+    mx.eval(model(tokens[:, :12], cache=cache))
+    assert calls == []
+    mx.eval(model(tokens[:, 12:13], cache=cache), model(tokens[:, 13:16], cache=cache))
+    assert calls == [1, 1, 3, 3]
+    assert cache[0].quantized_lengths == [12] and cache[0].window_lengths == [4]  # 4 * (16 // 4 - 1)
+
+
+def test_unpatched_is_the_dequantize_baseline(model, patched):
+    """Unpatched, the cache hands mlx_lm's own attention its keys dequantized: same greedy tokens."""
+    prompt = mx.random.randint(0, VOCAB, (21,), key=mx.random.key(8)).tolist()
+    fused_tokens, fused = alone(model, prompt)
+    restore = mlx_lm_attention.window_cache._PATCHES[0]
+    mlx_lm_attention.window_cache._PATCHES[0] = 0
+    try:
+        dequantized_tokens, dequantized = alone(model, prompt)
+    finally:
+        mlx_lm_attention.window_cache._PATCHES[0] = restore
+    assert fused_tokens == dequantized_tokens
+    assert_close(fused, dequantized, PROMPT_TOLERANCE[mx.float32])
+
+
+def test_batch_generator_tokens_are_each_request_alone(model, backend, patched):
+    """Continuous batching over per-request caches (BatchGenerator.insert(..., caches=...)):
+    prompts of four lengths, one request joining two steps later, one leaving early. Each
+    request's greedy tokens are those it generates alone."""
+    prompts = [mx.random.randint(0, VOCAB, (n,), key=mx.random.key(60 + n)).tolist() for n in (3, 13, 6, 9)]
+    limits = [TOKENS, 4, TOKENS, TOKENS]
+    want = [alone(model, p, n) for p, n in zip(prompts, limits)]
+    gen = BatchGenerator(model, max_tokens=TOKENS, sampler=greedy)
+    uids = gen.insert(prompts[:3], max_tokens=limits[:3],
+                      caches=[fa.make_prompt_cache(model, window=WINDOW) for _ in range(3)])
+    got = {}
+    try:
+        for step in range(60):
+            if step == 2:
+                uids += gen.insert(prompts[3:], max_tokens=limits[3:], caches=[fa.make_prompt_cache(model, window=WINDOW)])
+            for r in gen.next_generated():
+                got.setdefault(r.uid, []).append((r.token, np.array(r.logprobs)))
+            if len(uids) == 4 and all(len(got.get(u, ())) == n for u, n in zip(uids, limits)):
+                break
+    finally:
+        gen.close()
+    for request, (uid, (tokens, logprobs)) in enumerate(zip(uids, want)):
+        assert [t for t, _ in got[uid]] == tokens, f"request {request}: other tokens"
+        assert_close(np.stack([lp for _, lp in got[uid]]), logprobs, PROMPT_TOLERANCE[mx.float32])
+
+
+def test_make_prompt_cache_refuses_what_it_cannot_serve(model):
+    class Sliding:
+        layers = model.layers
+
+        def make_cache(self):
+            return [RotatingKVCache(max_size=8) for _ in self.layers]
+
+    with pytest.raises(ValueError, match="model: layer 0 takes mlx_lm's RotatingKVCache"):
+        fa.make_prompt_cache(Sliding())
+    with pytest.raises(ValueError, match="group_size=128"):
+        fa.make_prompt_cache(model, group_size=128)
+    with pytest.raises(ValueError, match="window"):
+        fa.make_prompt_cache(model, window=0)
+    with pytest.raises(ValueError, match="bits"):
+        fa.make_prompt_cache(model, bits=5)
+    with pytest.raises(TypeError, match="model"):
+        fa.make_prompt_cache(object())
+    caches = fa.make_prompt_cache(model, bits=2, group_size=32, window=16)
+    assert len(caches) == 2 and all(c.quant_bits == 2 and c.window == 16 for c in caches)
