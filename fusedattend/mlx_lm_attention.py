@@ -78,7 +78,7 @@ def scaled_dot_product_attention(queries, keys, values, cache, scale, mask, sink
     if not isinstance(queries, mx.array):
         raise TypeError(f"queries must be an mlx.core.array, got {type(queries).__name__}")
     if isinstance(keys, window_cache.CacheView):  # a QuantizedWindowCache's, under the patch
-        return _over_window_cache(queries, keys.cache, scale, sinks, backend)
+        return _over_window_cache(queries, keys, values, scale, sinks, backend)
     quantized = hasattr(cache, "bits")
     if quantized and not hasattr(cache, "group_size"):
         raise TypeError(f"cache has bits but no group_size: {type(cache).__name__}")
@@ -97,13 +97,14 @@ def scaled_dot_product_attention(queries, keys, values, cache, scale, mask, sink
     return mx.fast.scaled_dot_product_attention(queries, keys, values, scale=scale, mask=mask, sinks=sinks)
 
 
-def _over_window_cache(queries, cache, scale, sinks, backend):
+def _over_window_cache(queries, keys, values, scale, sinks, backend):
     """Decode steps: the quantized tokens and the window in one call. Prompts and sinks: MLX's
-    SDPA over each request's keys dequantized, under the cache's own mask for them."""
-    L = queries.shape[-2]
-    if sinks is None and L <= MAX_FUSED_QUERY_LEN:
+    SDPA over each request's keys dequantized, under the cache's own mask for them; a first
+    update (the cache was empty) over its own keys, as they came."""
+    cache, L = keys.cache, queries.shape[-2]
+    if keys.fresh is None and sinks is None and L <= MAX_FUSED_QUERY_LEN:
         return cache.attend(queries, scale, backend)
-    keys, values = cache.dequantized()
+    keys, values = (keys.fresh, values.fresh) if keys.fresh is not None else cache.dequantized()
     mask = cache.attention_mask(L, return_array=cache.batch_size > 1)
     return mx.fast.scaled_dot_product_attention(queries, keys, values, scale=scale, mask=mask, sinks=sinks)
 

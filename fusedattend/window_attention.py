@@ -106,9 +106,23 @@ def virtual_keys(kq, vq, kw, vw, q_starts, q_lens, w_starts, w_lens, *, bits, gr
     """Each request's keys and values as one left-aligned sequence (quantized part dequantized,
     then its window), padded with zeros to the longest: (B, H_kv, max(q + w), D) in `dtype`.
 
-    A constant number of MLX operations at any B: dequantize, concatenate, one gather."""
+    A constant number of MLX operations at any B: dequantize, concatenate, one gather; where
+    every request's keys lie at the same rows, a dequantize and a concatenation."""
     B = kw.shape[0]
     lengths = [q + w for q, w in zip(q_lens, w_lens)]
+    if len(set(q_lens)) == 1 and len(set(w_lens)) == 1 and not any(q_starts) and not any(w_starts) and lengths[0]:
+        # Every request's keys at the same rows (one request, or a batch in step): no gather,
+        # and only the quantized tokens dequantized.
+        q, w = q_lens[0], w_lens[0]
+
+        def joined(quantized, window):
+            parts = [window[:, :, :w].astype(dtype)] if w else []
+            if q:
+                part = [x[:, :, :q] for x in quantized]
+                parts.insert(0, mx.dequantize(*part, group_size=group_size, bits=bits).astype(dtype))
+            return parts[0] if len(parts) == 1 else mx.concatenate(parts, axis=2)
+
+        return joined(kq, kw), joined(vq, vw)
     S = max(1, max(lengths))
     parts_k, parts_v = [kw.astype(dtype)], [vw.astype(dtype)]
     S_q = 0

@@ -25,6 +25,11 @@ MLX operations a layer and decode step: two window writes (a slice assignment ea
 each when a batch's windows have different lengths); a flush step adds, per request that
 flushes, one concatenation, two quantizations and eight writes, once every `window` steps.
 
+What attention sees: the update that first fills an empty cache (a prompt's first chunk) attends
+its own keys and values as they came, in full precision, as over a KVCache: prefill copies and
+dequantizes nothing. Every later update attends the cache: its quantized tokens dequantized, then
+its window.
+
 What update_and_fetch returns: under fusedattend.patch_mlx_lm, markers (`CacheView`) that the
 patched attention reads the cache through (windowed_decode_attention for L <= 8 query rows,
 else mx.fast.scaled_dot_product_attention over each request's keys dequantized). Unpatched, each
@@ -52,10 +57,12 @@ _PATCHES = [0]
 
 
 class CacheView(NamedTuple):
-    """What update_and_fetch returns under patch_mlx_lm, for keys ("k") and values ("v")."""
+    """What update_and_fetch returns under patch_mlx_lm, for keys ("k") and values ("v").
+    `fresh`: the update's own keys (values) where the cache held no token before it, else None."""
 
     cache: "QuantizedWindowCache"
     part: str
+    fresh: object = None
 
 
 def _check_window(window):
@@ -182,6 +189,7 @@ class QuantizedWindowCache:
     def update_and_fetch(self, keys, values):
         self._check_kv(keys, values)
         B, H, L, D = keys.shape
+        fresh = not any(self.lengths)
         if self._pending is not None:
             take = [min(p, L) for p in self._pending]
             self._pending = [p - t for p, t in zip(self._pending, take)]
@@ -209,8 +217,10 @@ class QuantizedWindowCache:
         self._last = take
         self._set_offset()
         if _PATCHES[0]:
-            return CacheView(self, "k"), CacheView(self, "v")
-        return self.dequantized()
+            return CacheView(self, "k", keys if fresh else None), CacheView(self, "v", values if fresh else None)
+        # A first update (a prompt's first chunk) attends its own keys as they came, like a
+        # KVCache's: nothing dequantized nor copied. They lie as dequantized() would lay them.
+        return (keys, values) if fresh else self.dequantized()
 
     def _append(self, keys, values, take):
         """New tokens into the windows, no flush: one write for K and one for V."""
