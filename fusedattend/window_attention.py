@@ -16,8 +16,10 @@ Backends:
   the same in any batch.
 - reference: each request's virtual keys gathered (the quantized part dequantized, float32) and
   passed to the reference backend: the readable meaning.
-- metal, cuda: as the reference, over the GPU's plain kernels (the quantized part dequantized in
-  device memory; the fused form, two split launches and one merge, is not built yet).
+- metal, cuda: two split launches, one over the quantized keys and one over the window, and one
+  merge of both launches' blocks (fusedattend.window_gpu); nothing dequantized. Where that does
+  not apply (causal rows reaching into the quantized part: a window shorter than L - 1 keys),
+  as the reference, over the GPU's plain kernels.
 """
 
 from __future__ import annotations
@@ -69,6 +71,12 @@ def windowed_decode_attention(queries, keys, values, window_keys, window_values,
     name = backends.resolve(backend)
     if name == "cpu" and queries.shape[-2] <= MAX_FUSED_QUERY_LEN:
         return _cpu(window, quantized, q_starts, q_lens, w_starts, lengths, causal, bits, group_size)
+    if name in ("metal", "cuda") and queries.shape[-2] <= MAX_FUSED_QUERY_LEN:
+        from . import window_gpu
+
+        out = window_gpu.attend(window, quantized, w_lens, causal)
+        if out is not None:
+            return out
     keys_v, values_v = virtual_keys(quantized and quantized.k, quantized and quantized.v, window.k, window.v,
                                     q_starts, q_lens, w_starts, w_lens, bits=bits, group_size=group_size,
                                     dtype=mx.float32 if name == "reference" else queries.dtype)
