@@ -20,7 +20,8 @@ from .backends import BACKENDS, available_backends, default_backend
 from .key_ranges import KeyRanges
 from .mlx_lm_attention import patch_mlx_lm
 from .window_attention import windowed_decode_attention
-from .window_cache import QuantizedWindowCache, make_prompt_cache
+from .mlx_lm_cache import make_prompt_cache
+from .window_cache import QuantizedWindowCache
 
 __version__ = "0.1.0"
 

@@ -33,7 +33,7 @@ from . import backends
 from ._problem import MAX_FUSED_QUERY_LEN
 from .api import decode_attention, dequantize_kv, quantized_decode_attention
 from .key_ranges import KeyRanges
-from . import window_cache
+from . import mlx_lm_cache, window_cache
 
 _NAME = "scaled_dot_product_attention"
 
@@ -170,7 +170,7 @@ def patch_mlx_lm(backend=None):
         setattr(module, _NAME, patched)
     make_mask = BatchKVCache.make_mask
     BatchKVCache.make_mask = _noting_padding_ranges(make_mask)
-    window_cache.register_with_mlx_lm()
+    mlx_lm_cache.register_with_mlx_lm()
     window_cache._PATCHES[0] += 1  # QuantizedWindowCache hands the patched function CacheViews
 
     restored = []

@@ -30,7 +30,7 @@ import mlx.core as mx
 import numpy as np
 
 from . import backends
-from ._problem import MAX_FUSED_QUERY_LEN, CAUSAL_MASK, NO_MASK, Problem, QuantizedKV, plain_problem, quantized_problem
+from ._problem import CAUSAL_MASK, MAX_FUSED_QUERY_LEN, NO_MASK, Problem, plain_problem, quantized_problem
 from .key_ranges import KeyRanges, key_range_end
 
 
@@ -226,4 +226,4 @@ def _cpu(window: Problem, quantized, q_starts, q_lens, w_starts, lengths, causal
     return out[0]
 
 
-__all__ = ["QuantizedKV", "virtual_keys", "windowed_decode_attention"]
+__all__ = ["virtual_keys", "windowed_decode_attention"]

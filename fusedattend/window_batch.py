@@ -24,7 +24,8 @@ def _like(caches):
         if c._wk is not None:
             shapes.add((c._wk.shape[1], c._wk.shape[3], c._wk.dtype))
     if len(shapes) > 1:
-        raise ValueError(f"caches must share heads, head dimension and dtype to be batched, got {sorted(map(str, shapes))}")
+        raise ValueError("caches must share heads, head dimension and dtype to be batched, got "
+                         f"{sorted(map(str, shapes))}")
     return (shapes.pop() if shapes else None), settings
 
 

@@ -15,7 +15,7 @@ pytest.importorskip("mlx_lm")
 from mlx_lm.models.cache import load_prompt_cache, save_prompt_cache, trim_prompt_cache  # noqa: E402
 
 import fusedattend as fa  # noqa: E402
-from fusedattend import window_cache  # noqa: E402
+from fusedattend import mlx_lm_cache, window_cache  # noqa: E402
 
 H, D, BITS, GS = 2, 64, 4, 64
 
@@ -119,7 +119,7 @@ def test_state_round_trip(chunks, tmp_path):
     caches = [fa.QuantizedWindowCache(BITS, GS, 4) for _ in range(2)]
     for i, c in enumerate(caches):
         feed(c, chunks, seed=10 + i)
-    window_cache.register_with_mlx_lm()
+    mlx_lm_cache.register_with_mlx_lm()
     path = str(tmp_path / "cache.safetensors")
     save_prompt_cache(path, caches)
     loaded = load_prompt_cache(path)

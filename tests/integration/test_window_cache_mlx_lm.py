@@ -113,7 +113,8 @@ def test_batch_generator_tokens_are_each_request_alone(model, backend, patched):
     try:
         for step in range(60):
             if step == 2:
-                uids += gen.insert(prompts[3:], max_tokens=limits[3:], caches=[fa.make_prompt_cache(model, window=WINDOW)])
+                uids += gen.insert(prompts[3:], max_tokens=limits[3:],
+                                   caches=[fa.make_prompt_cache(model, window=WINDOW)])
             for r in gen.next_generated():
                 got.setdefault(r.uid, []).append((r.token, np.array(r.logprobs)))
             if len(uids) == 4 and all(len(got.get(u, ())) == n for u, n in zip(uids, limits)):
