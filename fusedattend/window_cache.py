@@ -21,9 +21,10 @@ window * max(0, T // window - 1) of them quantized. Quantization is per token (g
 D), so a token's codes do not depend on when or beside whom it was quantized: a request's cache
 is the same alone and in any batch. Nothing already quantized is quantized again.
 
-MLX operations a layer and decode step: two window writes (a slice assignment each, or a scatter
-each when a batch's windows have different lengths); a flush step adds, per request that
-flushes, one concatenation, two quantizations and eight writes, once every `window` steps.
+MLX operations a layer and decode step (test_operations_a_decode_step): two window writes (slice
+updates; where a batch's windows differ in length, two scatters and one broadcast of their
+index); a flush adds, per request that flushes, two concatenations, two quantizations, eight
+writes and slices (views), once every `window` steps.
 
 What attention sees: the update that first fills an empty cache (a prompt's first chunk) attends
 its own keys and values as they came, in full precision, as over a KVCache: prefill copies and
@@ -233,7 +234,9 @@ class QuantizedWindowCache:
         # Rows past a request's real tokens (right padding) go to the never-read last row.
         spare = 2 * self.window - 1
         rows = [[w + i if i < t else spare for i in range(L)] for w, t in zip(self._wlen, take)]
-        index = mx.array(rows, dtype=mx.int32).reshape(len(rows), 1, L, 1)  # broadcast over heads and D
+        # One index for K and V, broadcast over heads and D once (put_along_axis would broadcast it
+        # for each): three operations, the scatters and that broadcast.
+        index = mx.broadcast_to(mx.array(np.array(rows, np.int32).reshape(len(rows), 1, L, 1)), keys.shape)
         self._wk = mx.put_along_axis(self._wk, index, keys, axis=2)
         self._wv = mx.put_along_axis(self._wv, index, values, axis=2)
 

@@ -232,3 +232,41 @@ def test_wrong_batch_size_refused():
     cache.update_and_fetch(*tokens(2, 1))
     with pytest.raises(ValueError, match="requests"):
         cache.update_and_fetch(*tokens(1, 2, B=2))
+
+
+def graph_ops(cache):
+    """The operations (by name) between the cache's arrays and the arrays they were made from."""
+    import io
+    import re
+
+    dot = io.StringIO()
+    mx.export_to_dot(dot, *[x for x in (*(cache._kq or ()), *(cache._vq or ()), cache._wk, cache._wv)])
+    return sorted(re.findall(r'label ="(\w+)", shape=rectangle', dot.getvalue()))
+
+
+@pytest.mark.parametrize("lengths", [[21], [21, 17, 25]], ids=["alone", "batch"])
+def test_operations_a_decode_step(lengths):
+    """A decode step that does not flush adds two operations a layer (the window writes: slice
+    updates; where a batch's windows differ, scatters and their index's broadcast); a flush adds two quantizations, two
+    concatenations and eight writes for each request that flushes, the rest being slices (views)."""
+    window = 8
+    _, cache = batch_of(lengths, window=window)  # quantized buffers made: windows of 13, 9 and 9
+    mx.eval([x for x in cache.state if isinstance(x, mx.array)])
+    for step in range(2 * window):
+        k, v = tokens(1, 90 + step, B=len(lengths))
+        mx.eval(k, v)
+        before = cache.window_lengths
+        cache.update_and_fetch(k, v)
+        flushing = sum(w + 1 == 2 * window for w in before)
+        ops = graph_ops(cache)
+        if not flushing:
+            if len(set(before)) == 1:
+                assert ops == ["SliceUpdate"] * 2, step
+            else:  # and one broadcast of the scatters' index
+                assert ops == ["Broadcast", "ScatterAxis", "ScatterAxis"], step
+        else:
+            counts = {name: ops.count(name) for name in set(ops)}
+            assert counts.pop("Quantize") == 2 * flushing and counts.pop("Concatenate") == 2 * flushing
+            assert counts.pop("SliceUpdate") == 8 * flushing + 2 * (len(lengths) - flushing), step
+            assert set(counts) == {"Slice"}, step
+        mx.eval([x for x in cache.state if isinstance(x, mx.array)])
