@@ -1,0 +1,45 @@
+"""The end-to-end generation benchmark (`python -m fusedattend generate-bench`) on a tiny model:
+its rows, and its stop where the dequantize and fused arms part."""
+
+import json
+
+import pytest
+
+pytest.importorskip("mlx_lm")
+from benchmarks import window_generate  # noqa: E402
+
+ARGS = ["--model", "tiny", "--layers", "1", "--batch", "2", "--context", "20", "--tokens", "4", "--window", "4"]
+
+
+def test_rows_of_every_arm(tmp_path, capsys):
+    path = tmp_path / "rows.json"
+    assert window_generate.main(ARGS + ["--json", str(path)]) == 0
+    rows = json.loads(path.read_text())["rows"]
+    assert [r["arm"] for r in rows] == list(window_generate.ARMS)
+    for r in rows:
+        assert r["tokens_per_s"] > 0 and r["ttft_s"] > 0 and r["peak_bytes"] > 0 and r["kv_bytes_per_token"] > 0
+    bf16, _, dequantize, fused = (r["kv_bytes_per_token"] for r in rows)
+    assert dequantize == fused < bf16
+    assert "| 2 | 20 | fused |" in capsys.readouterr().out
+
+
+def test_stops_where_the_arms_part(monkeypatch, capsys):
+    real = window_generate.run_arm
+
+    def parting(arm, *args):
+        result = real(arm, *args)
+        if arm == "fused":
+            result["tokens"][1][2] += 1
+        return result
+
+    monkeypatch.setattr(window_generate, "run_arm", parting)
+    assert window_generate.main(ARGS + ["--arms", "dequantize", "fused"]) == 1
+    captured = capsys.readouterr()
+    assert "part at request 1, step 2" in captured.err and "tokens/s" not in captured.out
+
+
+@pytest.mark.parametrize("bad", [["--batch", "0"], ["--window", "0"], ["--model", "gpt2"]])
+def test_bad_arguments(bad):
+    with pytest.raises(SystemExit) as exit_:
+        window_generate.main(ARGS + bad)
+    assert exit_.value.code == 2
