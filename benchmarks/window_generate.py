@@ -17,7 +17,8 @@ request: otherwise the run stops and says where they part (exit status 1).
 
 Reported a row: tokens/s of the decode steps (B * tokens / their time), ms a step, time to first
 token (the prefill and the first step), peak memory (mx.get_peak_memory over the arm) and the
-cache's bytes a token (its nbytes over the tokens it holds).
+cache's bytes a token (its nbytes over the tokens it holds). --error-steps N adds the attention
+outputs' error against a bf16 cache along N steps, with the window and without (every token 4-bit).
 """
 
 from __future__ import annotations
@@ -116,6 +117,64 @@ def run_arm(arm, model, prompts, tokens, window):
             "peak_bytes": mx.get_peak_memory(), "kv_bytes_per_token": sum(c.nbytes for c in caches) / held}
 
 
+def attention_error(model, context, steps, window, seed=0):
+    """Each decode step's attention outputs, every layer, over a 4-bit cache against a bf16
+    KVCache's, along one generation of `steps` tokens (the bf16 run's greedy tokens fed to all):
+    {arm: [per step, the largest |difference| over the largest |bf16 output|, over the layers]}.
+    "window": QuantizedWindowCache(window); "no window": mlx_lm's QuantizedKVCache, every token
+    4-bit. All three patched, so that each decode step takes fusedattend's kernels."""
+    import importlib
+
+    import fusedattend
+    from mlx_lm.models.cache import KVCache, QuantizedKVCache
+
+    module = importlib.import_module(type(model).__module__)
+    prompt = mx.random.randint(0, model.args.vocab_size, (1, context), key=mx.random.key(seed))
+    makers = {"bf16": lambda: [KVCache() for _ in model.layers],
+              "window": lambda: fusedattend.make_prompt_cache(model, window=window),
+              "no window": lambda: [QuantizedKVCache(group_size=64, bits=4) for _ in model.layers]}
+    outputs, fed = {}, None
+    for arm, make in makers.items():
+        restore = fusedattend.patch_mlx_lm()
+        patched = module.scaled_dot_product_attention
+        seen = []
+
+        def recording(queries, *args, **kwargs):
+            out = patched(queries, *args, **kwargs)
+            if queries.shape[2] == 1:
+                seen.append(out.astype(mx.float32))
+            return out
+
+        module.scaled_dot_product_attention = recording
+        try:
+            caches = make()
+            model(prompt[:, :-1], cache=caches)
+            y, tokens = prompt[:, -1], []
+            for step in range(steps):
+                logits = model(y[:, None], cache=caches)
+                mx.eval(logits, seen[-len(model.layers):])
+                tokens.append(mx.argmax(logits[:, -1], axis=-1))
+                y = fed[step] if fed is not None else tokens[-1]
+        finally:
+            module.scaled_dot_product_attention = patched
+            restore()
+        fed = fed or tokens
+        outputs[arm] = seen
+    layers = len(model.layers)
+    errors = {}
+    for arm in ("window", "no window"):
+        per_step = []
+        for step in range(steps):
+            worst = 0.0
+            for layer in range(layers):
+                want = outputs["bf16"][step * layers + layer]
+                got = outputs[arm][step * layers + layer]
+                worst = max(worst, (mx.abs(got - want).max() / mx.abs(want).max()).item())
+            per_step.append(worst)
+        errors[arm] = per_step
+    return errors
+
+
 def first_difference(a, b):
     for request, (x, y) in enumerate(zip(a, b)):
         for step, (s, t) in enumerate(zip(x, y)):
@@ -137,6 +196,9 @@ def parse_args(argv):
     p.add_argument("--json", default=None)
     p.add_argument("--plot", default=None)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--error-steps", type=int, default=0,
+                   help="also: the attention outputs' error against a bf16 cache over this many steps, "
+                        "with and without the window (at the first context, B = 1)")
     args = p.parse_args(argv)
     for name in ("batch", "context"):
         if min(getattr(args, name)) < 1:
@@ -207,10 +269,17 @@ def main(argv=None):
                  for arm, r in results.items()]
     print(file=sys.stderr)
     print(table(rows))
+    errors = None
+    if args.error_steps:
+        errors = attention_error(model, args.context[0], args.error_steps, args.window, args.seed)
+        for arm, per_step in errors.items():
+            print(f"attention error against bf16, {arm}: first step {per_step[0]:.3g}, last {per_step[-1]:.3g}, "
+                  f"largest {max(per_step):.3g}, mean {sum(per_step) / len(per_step):.3g} "
+                  f"({len(per_step)} steps, context {args.context[0]})")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"model": args.model, "layers": args.layers, "tokens": args.tokens, "window": args.window,
-                       "device": str(mx.default_device()), "rows": rows}, f, indent=1)
+                       "device": str(mx.default_device()), "rows": rows, "attention_error": errors}, f, indent=1)
     if args.plot:
         plot(rows, args.plot)
     return 0

@@ -43,3 +43,11 @@ def test_bad_arguments(bad):
     with pytest.raises(SystemExit) as exit_:
         window_generate.main(ARGS + bad)
     assert exit_.value.code == 2
+
+
+def test_attention_error_with_and_without_the_window(tmp_path):
+    path = tmp_path / "rows.json"
+    assert window_generate.main(ARGS + ["--arms", "fused", "--error-steps", "3", "--json", str(path)]) == 0
+    errors = json.loads(path.read_text())["attention_error"]
+    assert sorted(errors) == ["no window", "window"]
+    assert all(len(e) == 3 and all(0 < x < 1 for x in e) for e in errors.values())
