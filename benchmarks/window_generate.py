@@ -13,7 +13,10 @@ mlx_lm's generate_step queues them. Arms (each on fresh caches):
 - "dequantize": QuantizedWindowCache unpatched: its keys dequantized, then MLX's SDPA;
 - "fused": QuantizedWindowCache under patch_mlx_lm: decode steps in windowed_decode_attention.
 Before any time is reported, "dequantize" and "fused" must give the same greedy tokens for every
-request: otherwise the run stops and says where they part (exit status 1).
+request: otherwise the run stops and says where they part (exit status 1). Random weights give
+flat distributions, whose top two logits may lie a bfloat16 step apart: there the two arms'
+roundings (MLX's SDPA against fusedattend's float32 sums) can pick different tokens (seen on the
+tiny model: a gap of 0.0078 against a difference of 0.0166); --dtype float32 makes such ties rare.
 
 Reported a row: tokens/s of the decode steps (B * tokens / their time), ms a step, time to first
 token (the prefill and the first step), peak memory (mx.get_peak_memory over the arm) and the
@@ -47,14 +50,16 @@ ARMS = ("bf16", "mlx_lm 4-bit", "dequantize", "fused")
 PREFILL_CHUNK = 2048
 
 
-def build_model(name, layers=None):
+def build_model(name, layers=None, seed=0, dtype=mx.bfloat16):
     import importlib
+
+    mx.random.seed(seed)  # the same weights every run
 
     module, config = MODELS[name]
     module = importlib.import_module(f"mlx_lm.models.{module}")
     config = dict(config, num_hidden_layers=layers or config["num_hidden_layers"])
     model = module.Model(module.ModelArgs(**config))
-    model.set_dtype(mx.bfloat16)
+    model.set_dtype(dtype)
     mx.eval(model.parameters())
     return model
 
@@ -195,7 +200,9 @@ def parse_args(argv):
     p.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
     p.add_argument("--json", default=None)
     p.add_argument("--plot", default=None)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="of the weights and prompts")
+    p.add_argument("--dtype", choices=["bfloat16", "float16", "float32"], default="bfloat16",
+                   help="of the weights and the full-precision caches (default bfloat16)")
     p.add_argument("--error-steps", type=int, default=0,
                    help="also: the attention outputs' error against a bf16 cache over this many steps, "
                         "with and without the window (at the first context, B = 1)")
@@ -244,7 +251,7 @@ def plot(rows, path):
 
 def main(argv=None):
     args = parse_args(argv)
-    model = build_model(args.model, args.layers)
+    model = build_model(args.model, args.layers, args.seed, getattr(mx, args.dtype))
     vocab = model.args.vocab_size
     cells = [(B, context) for context in args.context for B in args.batch]
     rows = []
