@@ -61,11 +61,11 @@ def windowed_decode_attention(queries, keys, values, window_keys, window_values,
     if keys is not None:
         quantized = quantized_problem(queries, keys, values, scale, None, key_ranges, bits, group_size)
     B, S_w = queries.shape[0], window_keys.shape[-2]
-    w_starts, w_lens = _starts_lengths(window.key_ranges, B, S_w)
+    w_starts, w_lens = _starts_lengths(window_ranges, window.key_ranges, B, S_w)
     if quantized is None:
         q_starts, q_lens = [0] * B, [0] * B
     else:
-        q_starts, q_lens = _starts_lengths(quantized.key_ranges, B, keys[0].shape[-2])
+        q_starts, q_lens = _starts_lengths(key_ranges, quantized.key_ranges, B, keys[0].shape[-2])
     lengths = [q + w for q, w in zip(q_lens, w_lens)]
     causal = mask is not None and queries.shape[-2] > 1
     name = backends.resolve(backend)
@@ -101,11 +101,15 @@ def _window_problem(queries, window_keys, window_values, scale, window_ranges):
         raise type(err)(message) from None
 
 
-def _starts_lengths(ranges, B, S):
-    """(starts, lengths) as Python ints from a checked (B, 2) int32 array, or all of S."""
-    if ranges is None:
+def _starts_lengths(given, checked, B, S):
+    """(starts, lengths) as Python ints: from a KeyRanges' own ints (nothing read back from the
+    device), or from the checked (B, 2) array a (B, 2) array argument became (its check read it)."""
+    if checked is None:
         return [0] * B, [S] * B
-    pairs = np.asarray(ranges).tolist()
+    if isinstance(given, KeyRanges):
+        pairs = given.pairs_for(S)
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+    pairs = checked.tolist()
     starts = [int(p[0]) for p in pairs]
     return starts, [key_range_end(s, int(p[1]), S) - s for s, p in zip(starts, pairs)]
 

@@ -73,14 +73,18 @@ def _check_window(window):
         raise ValueError(f"window must be at least 1 token, got {window}")
 
 
-def _ranges(lengths):
-    """KeyRanges of (0, n) a request, one object per distinct lengths (shared by the layers)."""
-    key = tuple(lengths)
+def _ranges(right):
+    """KeyRanges.from_padding(right=right), one object per distinct padding, shared by the layers
+    and kept from step to step while it holds (a new one is a new array for the kernels to wait
+    for on a GPU); None where no request has padding."""
+    key = tuple(right)
+    if not any(key):
+        return None
     ranges = _RANGES.get(key)
     if ranges is None:
         if len(_RANGES) > 256:
             _RANGES.clear()
-        ranges = _RANGES[key] = KeyRanges([(0, n) for n in key])
+        ranges = _RANGES[key] = KeyRanges.from_padding(right=key)
     return ranges
 
 
@@ -263,13 +267,22 @@ class QuantizedWindowCache:
                             group_size=self.quant_group_size, dtype=self._wk.dtype)
 
     def attend(self, queries, scale, backend=None):
-        """Decode attention of `queries` (B, H_q, L, D) over the cache (causal when L > 1)."""
+        """Decode attention of `queries` (B, H_q, L, D) over the cache (causal when L > 1).
+
+        The quantized buffers go whole, each request's tokens followed by padding whose length
+        changes only when it flushes; the window is cut to the longest request's, so its padding
+        changes only with a flush too, and a request alone (or a batch in step) has none."""
         has_q = any(self._qlen)
+        kq = vq = q_ranges = None
+        if has_q:
+            kq, vq = self._kq, self._vq
+            q_ranges = _ranges([kq[0].shape[2] - q for q in self._qlen])
+        w = max(1, max(self._wlen))
         return windowed_decode_attention(
-            queries, self._kq if has_q else None, self._vq if has_q else None, self._wk, self._wv,
-            scale=scale, mask="causal" if queries.shape[-2] > 1 else None,
-            key_ranges=_ranges(self._qlen) if has_q else None, window_ranges=_ranges(self._wlen),
-            bits=self.quant_bits, group_size=self.quant_group_size, backend=backend)
+            queries, kq, vq, self._wk[:, :, :w], self._wv[:, :, :w], scale=scale,
+            mask="causal" if queries.shape[-2] > 1 else None, key_ranges=q_ranges,
+            window_ranges=_ranges([w - n for n in self._wlen]), bits=self.quant_bits,
+            group_size=self.quant_group_size, backend=backend)
 
     def attention_mask(self, N, return_array=False):
         """The mask over `dequantized()`'s keys for the last update's N query rows."""
