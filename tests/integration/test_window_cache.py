@@ -132,10 +132,22 @@ def test_state_round_trip(chunks, tmp_path):
             assert all(mx.array_equal(a, b) for a, b in zip(c.update_and_fetch(*new), back.update_and_fetch(*new)))
 
 
+def test_batched_state_round_trip(tmp_path):
+    """A batch (requests of other lengths, one of them empty) saved and loaded: the same requests."""
+    alone, batch = batch_of([3, 9, 0, 14])
+    mlx_lm_cache.register_with_mlx_lm()
+    path = str(tmp_path / "batch.safetensors")
+    save_prompt_cache(path, [batch])
+    (back,) = load_prompt_cache(path)
+    assert back.offset.tolist() == batch.offset.tolist() == [3, 9, 0, 14]
+    assert_same_requests(back, alone)
+
+
 def batch_of(lengths, window=4, seed=20):
     alone = [fa.QuantizedWindowCache(BITS, GS, window) for _ in lengths]
     for i, (c, n) in enumerate(zip(alone, lengths)):
-        feed(c, [n], seed=seed + i)
+        if n:
+            feed(c, [n], seed=seed + i)
     return alone, fa.QuantizedWindowCache.merge(copy.deepcopy(alone))
 
 

@@ -126,6 +126,21 @@ def test_batch_generator_tokens_are_each_request_alone(model, backend, patched):
         assert_close(np.stack([lp for _, lp in got[uid]]), logprobs, PROMPT_TOLERANCE[mx.float32])
 
 
+def test_sinks_take_mlx_sdpa_over_the_dequantized_keys(patched):
+    """Attention sinks (gpt-oss) have no fused form: MLX's SDPA takes them over the cache's keys
+    dequantized, and they change the result."""
+    cache = fa.QuantizedWindowCache(window=WINDOW)
+    k, v = (mx.random.normal((1, 2, 30, 64), key=mx.random.key(i)) for i in (1, 2))
+    cache.update_and_fetch(k, v)
+    q = mx.random.normal((1, 8, 1, 64), key=mx.random.key(3))
+    keys, values = cache.update_and_fetch(k[:, :, :1], v[:, :, :1])
+    sinks = mx.random.normal((8,), key=mx.random.key(4))
+    out = mlx_lm_attention.scaled_dot_product_attention(q, keys, values, cache, 0.125, None, sinks)
+    dk, dv = cache.dequantized()
+    assert mx.array_equal(out, mx.fast.scaled_dot_product_attention(q, dk, dv, scale=0.125, sinks=sinks))
+    assert not mx.allclose(out, mlx_lm_attention.scaled_dot_product_attention(q, keys, values, cache, 0.125, None))
+
+
 def test_make_prompt_cache_refuses_what_it_cannot_serve(model):
     class Sliding:
         layers = model.layers
