@@ -102,7 +102,9 @@ def _over_window_cache(queries, keys, values, scale, sinks, backend):
     SDPA over each request's keys dequantized, under the cache's own mask for them; a first
     update (the cache was empty) over its own keys, as they came."""
     cache, L = keys.cache, queries.shape[-2]
-    if keys.fresh is None and sinks is None and L <= MAX_FUSED_QUERY_LEN:
+    # Right-padded rows (a batched prompt's short chunk) take the mask: the fused call aligns
+    # every request's last row to its newest key, which a padded request's last row is not.
+    if keys.fresh is None and sinks is None and L <= MAX_FUSED_QUERY_LEN and not cache.last_update_padded():
         return cache.attend(queries, scale, backend)
     keys, values = (keys.fresh, values.fresh) if keys.fresh is not None else cache.dequantized()
     mask = cache.attention_mask(L, return_array=cache.batch_size > 1)

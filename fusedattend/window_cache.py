@@ -284,6 +284,10 @@ class QuantizedWindowCache:
             window_ranges=_ranges([w - n for n in self._wlen]), bits=self.quant_bits,
             group_size=self.quant_group_size, backend=backend)
 
+    def last_update_padded(self):
+        """Whether the last update's rows were right-padded for some request (a batched prompt)."""
+        return len(set(self._last)) > 1
+
     def attention_mask(self, N, return_array=False):
         """The mask over `dequantized()`'s keys for the last update's N query rows."""
         return _dense_mask(self.lengths, self._last, N, return_array)

@@ -126,6 +126,25 @@ def test_batch_generator_tokens_are_each_request_alone(model, backend, patched):
         assert_close(np.stack([lp for _, lp in got[uid]]), logprobs, PROMPT_TOLERANCE[mx.float32])
 
 
+def test_a_short_padded_prompt_chunk_over_history(backend, patched):
+    """A batched prompt's chunk of 3 rows, right-padded (requests of 1, 3 and 2 new tokens), over
+    caches that hold tokens already: each request's real rows as that request alone."""
+    from tests.integration.test_window_cache import batch_of, tokens
+
+    alone, batch = batch_of([5, 12, 9], window=WINDOW)
+    take = [1, 3, 2]
+    k, v = tokens(3, 7, B=3)
+    q = mx.random.normal((3, 8, 3, 64), key=mx.random.key(8))
+    batch.prepare(lengths=take, right_padding=[3 - n for n in take])
+    keys, values = batch.update_and_fetch(k, v)
+    out = mlx_lm_attention.scaled_dot_product_attention(q, keys, values, batch, 0.125, "causal", backend=backend)
+    for b, (c, n) in enumerate(zip(alone, take)):
+        keys, values = c.update_and_fetch(k[b:b + 1, :, :n], v[b:b + 1, :, :n])
+        own = mlx_lm_attention.scaled_dot_product_attention(q[b:b + 1, :, :n], keys, values, c, 0.125,
+                                                            "causal" if n > 1 else None, backend=backend)
+        assert_close(np.array(out[b:b + 1, :, :n]), np.array(own), 1e-5)
+
+
 def test_sinks_take_mlx_sdpa_over_the_dequantized_keys(patched):
     """Attention sinks (gpt-oss) have no fused form: MLX's SDPA takes them over the cache's keys
     dequantized, and they change the result."""
