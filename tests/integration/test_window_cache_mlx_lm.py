@@ -38,10 +38,11 @@ def greedy(x):
     return mx.argmax(x, axis=-1)
 
 
-def alone(model, prompt, max_tokens=TOKENS):
+def alone(model, prompt, max_tokens=TOKENS, prefill_step_size=2048):
     """(tokens, log-probabilities) of generate_step over a fresh cache."""
     cache = fa.make_prompt_cache(model, window=WINDOW)
-    steps = list(generate_step(mx.array(prompt), model, max_tokens=max_tokens, prompt_cache=cache, sampler=greedy))
+    steps = list(generate_step(mx.array(prompt), model, max_tokens=max_tokens, prompt_cache=cache, sampler=greedy,
+                               prefill_step_size=prefill_step_size))
     return [int(t) for t, _ in steps], np.stack([np.array(lp) for _, lp in steps])
 
 
@@ -99,14 +100,16 @@ def test_unpatched_is_the_dequantize_baseline(model, patched):
     assert_close(fused, dequantized, PROMPT_TOLERANCE[mx.float32])
 
 
-def test_batch_generator_tokens_are_each_request_alone(model, backend, patched):
+@pytest.mark.parametrize("prefill_step_size", [2048, 5], ids=["one-chunk", "chunks-of-5"])
+def test_batch_generator_tokens_are_each_request_alone(model, backend, prefill_step_size, patched):
     """Continuous batching over per-request caches (BatchGenerator.insert(..., caches=...)):
-    prompts of four lengths, one request joining two steps later, one leaving early. Each
-    request's greedy tokens are those it generates alone."""
+    prompts of four lengths, one request joining two steps later, one leaving early; prompts in
+    one chunk, or in chunks of 5 (right-padded chunks over the tokens already cached). Each
+    request's greedy tokens are those it generates alone with the same chunks."""
     prompts = [mx.random.randint(0, VOCAB, (n,), key=mx.random.key(60 + n)).tolist() for n in (3, 13, 6, 9)]
     limits = [TOKENS, 4, TOKENS, TOKENS]
-    want = [alone(model, p, n) for p, n in zip(prompts, limits)]
-    gen = BatchGenerator(model, max_tokens=TOKENS, sampler=greedy)
+    want = [alone(model, p, n, prefill_step_size) for p, n in zip(prompts, limits)]
+    gen = BatchGenerator(model, max_tokens=TOKENS, sampler=greedy, prefill_step_size=prefill_step_size)
     uids = gen.insert(prompts[:3], max_tokens=limits[:3],
                       caches=[fa.make_prompt_cache(model, window=WINDOW) for _ in range(3)])
     got = {}
