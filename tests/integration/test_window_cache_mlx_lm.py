@@ -106,7 +106,8 @@ def test_batch_generator_tokens_are_each_request_alone(model, backend, prefill_s
     prompts of four lengths, one request joining two steps later, one leaving early; prompts in
     one chunk, or in chunks of 5 (right-padded chunks over the tokens already cached). Each
     request's greedy tokens are those it generates alone with the same chunks."""
-    prompts = [mx.random.randint(0, VOCAB, (n,), key=mx.random.key(60 + n)).tolist() for n in (3, 13, 6, 9)]
+    # In chunks of 5, the second chunk holds 5 and 3 rows of the 13- and 9-token prompts.
+    prompts = [mx.random.randint(0, VOCAB, (n,), key=mx.random.key(60 + n)).tolist() for n in (3, 13, 9, 6)]
     limits = [TOKENS, 4, TOKENS, TOKENS]
     want = [alone(model, p, n, prefill_step_size) for p, n in zip(prompts, limits)]
     gen = BatchGenerator(model, max_tokens=TOKENS, sampler=greedy, prefill_step_size=prefill_step_size)
