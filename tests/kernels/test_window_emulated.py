@@ -70,3 +70,21 @@ def test_causal_rows_into_the_quantized_keys_take_the_gathered_path(monkeypatch)
     assert ran == [False]
     expected = _oracle(q, K, V, kw, vw, [(0, 40)], [(0, 2)], 4, causal=True)
     assert np.abs(np_of(out) - expected).max() <= TOLERANCE[mx.float32] * max(1.0, np.abs(expected).max())
+
+
+def test_repeated_steps_reuse_their_launch_set_up(monkeypatch):
+    """A decode loop's calls (its window one key longer a step) set their launches up once a
+    block count, and give the bits a fresh set-up gives."""
+    from fusedattend.gpu import launch
+
+    setups = []
+    common = launch._launch_common
+    monkeypatch.setattr(launch, "_launch_common", lambda *a, **k: setups.append(1) or common(*a, **k))
+    monkeypatch.setattr(window_gpu, "_LAUNCHES", {})
+    q, K, V, kw, vw = _inputs(1, 40, 12, 1, mx.bfloat16, 4, seed=14)
+    with emulated_gpu():
+        outs = [fa.windowed_decode_attention(q, K, V, kw[:, :, :n], vw[:, :, :n], backend="cuda") for n in (9, 10, 11)]
+        assert len(setups) == 2  # the quantized launch and the window's, once
+        window_gpu._LAUNCHES.clear()
+        fresh = fa.windowed_decode_attention(q, K, V, kw[:, :, :11], vw[:, :, :11], backend="cuda")
+    assert mx.array_equal(outs[2], fresh) and not mx.array_equal(outs[0], outs[2])
