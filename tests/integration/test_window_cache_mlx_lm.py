@@ -100,6 +100,31 @@ def test_unpatched_is_the_dequantize_baseline(model, patched):
     assert_close(fused, dequantized, PROMPT_TOLERANCE[mx.float32])
 
 
+def test_qwen3_against_float64_attention(backend, monkeypatch):
+    """Qwen3's attention (q/k norms, head_dim given apart from hidden size), as the benchmark's
+    Qwen3-4B configuration has it, on 2 small layers."""
+    import mlx_lm.models.qwen3 as qwen3
+
+    mx.random.seed(1)
+    model = qwen3.Model(qwen3.ModelArgs(
+        model_type="qwen3", hidden_size=256, num_hidden_layers=2, intermediate_size=512, num_attention_heads=8,
+        num_key_value_heads=2, head_dim=64, rms_norm_eps=1e-6, vocab_size=VOCAB, max_position_embeddings=4096,
+        rope_theta=1000000.0,
+        tie_word_embeddings=False))
+    mx.eval(model.parameters())
+    prompt = mx.random.randint(0, VOCAB, (19,), key=mx.random.key(9)).tolist()
+    with monkeypatch.context() as m:
+        m.setattr(qwen3, "scaled_dot_product_attention", oracle_attention)
+        want_tokens, want = alone(model, prompt)
+    restore = fa.patch_mlx_lm(backend=backend)
+    try:
+        got_tokens, got = alone(model, prompt)
+    finally:
+        restore()
+    assert got_tokens == want_tokens
+    assert_close(got, want, PROMPT_TOLERANCE[mx.float32])
+
+
 @pytest.mark.parametrize("prefill_step_size", [2048, 5], ids=["one-chunk", "chunks-of-5"])
 def test_batch_generator_tokens_are_each_request_alone(model, backend, prefill_step_size, patched):
     """Continuous batching over per-request caches (BatchGenerator.insert(..., caches=...)):
