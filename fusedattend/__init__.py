@@ -19,6 +19,9 @@ from .api import decode_attention, dequantize_kv, quantize_kv, quantized_decode_
 from .backends import BACKENDS, available_backends, default_backend
 from .key_ranges import KeyRanges
 from .mlx_lm_attention import patch_mlx_lm
+from .window_attention import windowed_decode_attention
+from .mlx_lm_cache import make_prompt_cache
+from .window_cache import QuantizedWindowCache
 
 __version__ = "0.1.0"
 
@@ -26,11 +29,14 @@ __all__ = [
     "BACKENDS",
     "KeyRanges",
     "QuantizedKV",
+    "QuantizedWindowCache",
     "available_backends",
     "decode_attention",
     "default_backend",
     "dequantize_kv",
+    "make_prompt_cache",
     "patch_mlx_lm",
     "quantize_kv",
     "quantized_decode_attention",
+    "windowed_decode_attention",
 ]

@@ -1,4 +1,4 @@
-"""python -m fusedattend {check,bench,cpu-contention} ...  (each subcommand's --help says more)."""
+"""python -m fusedattend {check,bench,cpu-contention,generate-bench} ...  (each subcommand's --help says more)."""
 
 import argparse
 import importlib
@@ -10,6 +10,8 @@ COMMANDS = {
     "bench": ("fusedattend.benchmarks.cli", "sweep decode shapes, print a µs and GB/s table, write JSON and a plot"),
     "cpu-contention": ("fusedattend.benchmarks.cpu_contention",
                        "time the cpu backend against mx.fast on the CPU, quiet and with every core loaded"),
+    "generate-bench": ("fusedattend.benchmarks.window_generate",
+                       "generate with mlx_lm's caches and the quantized window cache: tokens/s, TTFT, memory"),
 }
 
 

@@ -33,6 +33,7 @@ from . import backends
 from ._problem import MAX_FUSED_QUERY_LEN
 from .api import decode_attention, dequantize_kv, quantized_decode_attention
 from .key_ranges import KeyRanges
+from . import mlx_lm_cache, window_cache
 
 _NAME = "scaled_dot_product_attention"
 
@@ -76,6 +77,8 @@ def scaled_dot_product_attention(queries, keys, values, cache, scale, mask, sink
     """
     if not isinstance(queries, mx.array):
         raise TypeError(f"queries must be an mlx.core.array, got {type(queries).__name__}")
+    if isinstance(keys, window_cache.CacheView):  # a QuantizedWindowCache's, under the patch
+        return _over_window_cache(queries, keys, values, scale, sinks, backend)
     quantized = hasattr(cache, "bits")
     if quantized and not hasattr(cache, "group_size"):
         raise TypeError(f"cache has bits but no group_size: {type(cache).__name__}")
@@ -91,6 +94,20 @@ def scaled_dot_product_attention(queries, keys, values, cache, scale, mask, sink
                                 backend=backend)
     if quantized:
         keys, values = (dequantize_kv(*kv, bits=cache.bits, group_size=cache.group_size) for kv in (keys, values))
+    return mx.fast.scaled_dot_product_attention(queries, keys, values, scale=scale, mask=mask, sinks=sinks)
+
+
+def _over_window_cache(queries, keys, values, scale, sinks, backend):
+    """Decode steps: the quantized tokens and the window in one call. Prompts and sinks: MLX's
+    SDPA over each request's keys dequantized, under the cache's own mask for them; a first
+    update (the cache was empty) over its own keys, as they came."""
+    cache, L = keys.cache, queries.shape[-2]
+    # Right-padded rows (a batched prompt's short chunk) take the mask: the fused call aligns
+    # every request's last row to its newest key, which a padded request's last row is not.
+    if keys.fresh is None and sinks is None and L <= MAX_FUSED_QUERY_LEN and not cache.last_update_padded():
+        return cache.attend(queries, scale, backend)
+    keys, values = (keys.fresh, values.fresh) if keys.fresh is not None else cache.dequantized()
+    mask = cache.attention_mask(L, return_array=cache.batch_size > 1)
     return mx.fast.scaled_dot_product_attention(queries, keys, values, scale=scale, mask=mask, sinks=sinks)
 
 
@@ -155,12 +172,19 @@ def patch_mlx_lm(backend=None):
         setattr(module, _NAME, patched)
     make_mask = BatchKVCache.make_mask
     BatchKVCache.make_mask = _noting_padding_ranges(make_mask)
+    mlx_lm_cache.register_with_mlx_lm()
+    window_cache._PATCHES[0] += 1  # QuantizedWindowCache hands the patched function CacheViews
+
+    restored = []
 
     def restore():
         for module in modules:
             if getattr(module, _NAME, None) is patched:
                 setattr(module, _NAME, original)
         BatchKVCache.make_mask = make_mask
+        if not restored:  # restoring twice must not undo another patch's count
+            window_cache._PATCHES[0] -= 1
+            restored.append(True)
         _PADDING_RANGES.clear()
         _CACHE_PADDING.clear()
 

@@ -1,0 +1,296 @@
+"""End-to-end generation over fusedattend's quantized window cache against mlx_lm's caches.
+
+    python -m fusedattend generate-bench [--model qwen3-4b|llama-3-8b|tiny] [--layers N]
+        [--batch 1 4 8 16 32] [--context 2048 8192 32768] [--tokens 64] [--window 128]
+        [--json F] [--plot F]
+
+A model of random bfloat16 weights built from a real configuration (no download), B prompts of
+`context` random tokens, prefilled in 2048-token chunks, then `tokens` greedy steps queued as
+mlx_lm's generate_step queues them. Arms (each on fresh caches):
+- "bf16": mlx_lm's KVCache, its own attention;
+- "mlx_lm 4-bit": mlx_lm's QuantizedKVCache, its own attention (reported with its error where it
+  raises, as on MLX 0.32.4's CUDA backend);
+- "dequantize": QuantizedWindowCache unpatched: its keys dequantized, then MLX's SDPA;
+- "fused": QuantizedWindowCache under patch_mlx_lm: decode steps in windowed_decode_attention.
+Before any time is reported, "dequantize" and "fused" must give the same greedy tokens for every
+request: otherwise the run stops and says where they part (exit status 1). Random weights give
+flat distributions, whose top two logits may lie a bfloat16 step apart: there the two arms'
+roundings (MLX's SDPA against fusedattend's float32 sums) can pick different tokens (seen on the
+tiny model: a gap of 0.0078 against a difference of 0.0166); --dtype float32 makes such ties rare.
+
+Reported a row: tokens/s of the decode steps (B * tokens / their time), ms a step, time to first
+token (the prefill and the first step), peak memory (mx.get_peak_memory over the arm) and the
+cache's bytes a token (its nbytes over the tokens it holds). --error-steps N adds the attention
+outputs' error against a bf16 cache along N steps, with the window and without (every token 4-bit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import mlx.core as mx
+
+MODELS = {
+    "qwen3-4b": ("qwen3", dict(model_type="qwen3", hidden_size=2560, num_hidden_layers=36, intermediate_size=9728,
+                               num_attention_heads=32, num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-6,
+                               vocab_size=151936, max_position_embeddings=40960, rope_theta=1000000.0,
+                               tie_word_embeddings=True)),
+    "llama-3-8b": ("llama", dict(model_type="llama", hidden_size=4096, num_hidden_layers=32, intermediate_size=14336,
+                                 num_attention_heads=32, num_key_value_heads=8, rms_norm_eps=1e-5, vocab_size=128256,
+                                 rope_theta=500000.0, tie_word_embeddings=False)),
+    # For tests on a CPU: heads of D = 128 and a GQA group of 4, as the others, little else.
+    "tiny": ("llama", dict(model_type="llama", hidden_size=512, num_hidden_layers=2, intermediate_size=512,
+                           num_attention_heads=4, num_key_value_heads=1, rms_norm_eps=1e-5, vocab_size=512,
+                           tie_word_embeddings=False)),
+}
+ARMS = ("bf16", "mlx_lm 4-bit", "dequantize", "fused")
+PREFILL_CHUNK = 2048
+
+
+def build_model(name, layers=None, seed=0, dtype=mx.bfloat16):
+    import importlib
+
+    mx.random.seed(seed)  # the same weights every run
+
+    module, config = MODELS[name]
+    module = importlib.import_module(f"mlx_lm.models.{module}")
+    config = dict(config, num_hidden_layers=layers or config["num_hidden_layers"])
+    model = module.Model(module.ModelArgs(**config))
+    model.set_dtype(dtype)
+    mx.eval(model.parameters())
+    return model
+
+
+def caches_for(arm, model, window, bits=4, group_size=64):
+    import fusedattend
+    from mlx_lm.models.cache import KVCache, QuantizedKVCache
+
+    if arm == "bf16":
+        return [KVCache() for _ in model.layers]
+    if arm == "mlx_lm 4-bit":
+        return [QuantizedKVCache(group_size=group_size, bits=bits) for _ in model.layers]
+    return fusedattend.make_prompt_cache(model, bits=bits, group_size=group_size, window=window)
+
+
+def generate(model, caches, prompts, tokens):
+    """(greedy tokens (B, tokens) as lists, seconds to first token, seconds of the decode steps)."""
+    start = time.perf_counter()
+    for i in range(0, prompts.shape[1] - 1, PREFILL_CHUNK):
+        model(prompts[:, i:min(i + PREFILL_CHUNK, prompts.shape[1] - 1)], cache=caches)
+        mx.eval([c.state for c in caches])
+
+    def step(y):
+        return mx.argmax(model(y[:, None], cache=caches)[:, -1], axis=-1)
+
+    y = step(prompts[:, -1])
+    mx.eval(y)
+    first = time.perf_counter()
+    out = [y]
+    for _ in range(tokens - 1):  # as generate_step: the next step sent before this token is read
+        next_y = step(y)
+        mx.async_eval(next_y)
+        mx.eval(y)
+        y = next_y
+        out.append(y)
+    mx.eval(y)
+    end = time.perf_counter()
+    return mx.stack(out, axis=1).tolist(), first - start, end - first
+
+
+def run_arm(arm, model, prompts, tokens, window):
+    import fusedattend
+
+    restore = fusedattend.patch_mlx_lm() if arm == "fused" else None
+    mx.clear_cache()
+    mx.reset_peak_memory()
+    try:
+        caches = caches_for(arm, model, window)
+        out, ttft, decode = generate(model, caches, prompts, tokens)
+    except Exception as err:  # mlx_lm's quantized attention raises on CUDA
+        return {"error": f"{type(err).__name__}: {str(err).splitlines()[0][:120]}"}
+    finally:
+        if restore:
+            restore()
+    B = prompts.shape[0]
+    held = B * (prompts.shape[1] + tokens - 1)
+    steps = max(tokens - 1, 1)
+    return {"tokens": out, "tokens_per_s": B * steps / decode if tokens > 1 else None,
+            "ms_per_step": 1e3 * decode / steps if tokens > 1 else None, "ttft_s": ttft,
+            "peak_bytes": mx.get_peak_memory(), "kv_bytes_per_token": sum(c.nbytes for c in caches) / held}
+
+
+def attention_error(model, context, steps, window, seed=0):
+    """Each decode step's attention outputs, every layer, over a 4-bit cache against a bf16
+    KVCache's, along one generation of `steps` tokens (the bf16 run's greedy tokens fed to all):
+    {arm: [per step, the largest |difference| over the largest |bf16 output|, over the layers]}.
+    "window": QuantizedWindowCache(window); "no window": mlx_lm's QuantizedKVCache, every token
+    4-bit. All three patched, so that each decode step takes fusedattend's kernels."""
+    import importlib
+
+    import fusedattend
+    from mlx_lm.models.cache import KVCache, QuantizedKVCache
+
+    module = importlib.import_module(type(model).__module__)
+    prompt = mx.random.randint(0, model.args.vocab_size, (1, context), key=mx.random.key(seed))
+    makers = {"bf16": lambda: [KVCache() for _ in model.layers],
+              "window": lambda: fusedattend.make_prompt_cache(model, window=window),
+              "no window": lambda: [QuantizedKVCache(group_size=64, bits=4) for _ in model.layers]}
+    outputs, fed = {}, None
+    for arm, make in makers.items():
+        restore = fusedattend.patch_mlx_lm()
+        patched = module.scaled_dot_product_attention
+        seen = []
+
+        def recording(queries, *args, **kwargs):
+            out = patched(queries, *args, **kwargs)
+            if queries.shape[2] == 1:
+                seen.append(out.astype(mx.float32))
+            return out
+
+        module.scaled_dot_product_attention = recording
+        try:
+            caches = make()
+            model(prompt[:, :-1], cache=caches)
+            y, tokens = prompt[:, -1], []
+            for step in range(steps):
+                logits = model(y[:, None], cache=caches)
+                mx.eval(logits, seen[-len(model.layers):])
+                tokens.append(mx.argmax(logits[:, -1], axis=-1))
+                y = fed[step] if fed is not None else tokens[-1]
+        finally:
+            module.scaled_dot_product_attention = patched
+            restore()
+        fed = fed or tokens
+        outputs[arm] = seen
+    layers = len(model.layers)
+    errors = {}
+    for arm in ("window", "no window"):
+        per_step = []
+        for step in range(steps):
+            worst = 0.0
+            for layer in range(layers):
+                want = outputs["bf16"][step * layers + layer]
+                got = outputs[arm][step * layers + layer]
+                worst = max(worst, (mx.abs(got - want).max() / mx.abs(want).max()).item())
+            per_step.append(worst)
+        errors[arm] = per_step
+    return errors
+
+
+def first_difference(a, b):
+    for request, (x, y) in enumerate(zip(a, b)):
+        for step, (s, t) in enumerate(zip(x, y)):
+            if s != t:
+                return request, step, s, t
+    return None
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m fusedattend generate-bench", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("--model", choices=sorted(MODELS), default="qwen3-4b")
+    p.add_argument("--layers", type=int, default=None, help="fewer layers than the model's (default: all)")
+    p.add_argument("--batch", type=int, nargs="+", default=[1, 4, 8, 16, 32])
+    p.add_argument("--context", type=int, nargs="+", default=[2048, 8192, 32768])
+    p.add_argument("--tokens", type=int, default=64, help="greedy tokens a request (default 64)")
+    p.add_argument("--window", type=int, default=128)
+    p.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
+    p.add_argument("--json", default=None)
+    p.add_argument("--plot", default=None)
+    p.add_argument("--seed", type=int, default=0, help="of the weights and prompts")
+    p.add_argument("--dtype", choices=["bfloat16", "float16", "float32"], default="bfloat16",
+                   help="of the weights and the full-precision caches (default bfloat16)")
+    p.add_argument("--error-steps", type=int, default=0,
+                   help="also: the attention outputs' error against a bf16 cache over this many steps, "
+                        "with and without the window (at the first context, B = 1)")
+    args = p.parse_args(argv)
+    for name in ("batch", "context"):
+        if min(getattr(args, name)) < 1:
+            p.error(f"--{name} must be positive")
+    if args.tokens < 1 or args.window < 1 or (args.layers is not None and args.layers < 1):
+        p.error("--tokens, --window and --layers must be positive")
+    return args
+
+
+def table(rows):
+    lines = ["| B | context | arm | tokens/s | ms a step | TTFT s | peak MiB | KV bytes a token |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['batch']} | {r['context']} | {r['arm']} | {r['error']} | | | | |")
+            continue
+        tps = "" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:.1f}"
+        ms = "" if r["ms_per_step"] is None else f"{r['ms_per_step']:.2f}"
+        lines.append(f"| {r['batch']} | {r['context']} | {r['arm']} | {tps} | {ms} | {r['ttft_s']:.3f} | "
+                     f"{r['peak_bytes'] / 2**20:.1f} | {r['kv_bytes_per_token']:.0f} |")
+    return "\n".join(lines)
+
+
+def plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    contexts = sorted({r["context"] for r in rows})
+    fig, axes = plt.subplots(1, len(contexts), figsize=(5 * len(contexts), 4), squeeze=False)
+    for ax, context in zip(axes[0], contexts):
+        for arm in ARMS:
+            points = [(r["batch"], r["tokens_per_s"]) for r in rows if r["context"] == context and r["arm"] == arm
+                      and r.get("tokens_per_s")]
+            if points:
+                ax.plot(*zip(*points), marker="o", label=arm)
+        ax.set(title=f"context {context}", xlabel="B", ylabel="tokens/s", xscale="log")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    model = build_model(args.model, args.layers, args.seed, getattr(mx, args.dtype))
+    vocab = model.args.vocab_size
+    cells = [(B, context) for context in args.context for B in args.batch]
+    rows = []
+    for n, (B, context) in enumerate(cells):
+        prompts = mx.random.randint(0, vocab, (B, context), key=mx.random.key(args.seed + n))
+        results = {}
+        for arm in args.arms:
+            print(f"\r[{n + 1}/{len(cells)}] B={B} context={context} {arm:<12}", end="", file=sys.stderr, flush=True)
+            results[arm] = run_arm(arm, model, prompts, args.tokens, args.window)
+        if "dequantize" in results and "fused" in results:
+            a, b = results["dequantize"], results["fused"]
+            if "error" in a or "error" in b:
+                print(f"\nB={B} context={context}: {a.get('error') or b.get('error')}", file=sys.stderr)
+                return 1
+            where = first_difference(a["tokens"], b["tokens"])
+            if where is not None:
+                request, step, s, t = where
+                print(f"\nB={B} context={context}: the dequantize and fused arms part at request {request}, "
+                      f"step {step}: token {s} against {t}. No times reported.", file=sys.stderr)
+                return 1
+        rows += [dict(batch=B, context=context, arm=arm, **{k: v for k, v in r.items() if k != "tokens"})
+                 for arm, r in results.items()]
+    print(file=sys.stderr)
+    print(table(rows))
+    errors = None
+    if args.error_steps:
+        errors = attention_error(model, args.context[0], args.error_steps, args.window, args.seed)
+        for arm, per_step in errors.items():
+            print(f"attention error against bf16, {arm}: first step {per_step[0]:.3g}, last {per_step[-1]:.3g}, "
+                  f"largest {max(per_step):.3g}, mean {sum(per_step) / len(per_step):.3g} "
+                  f"({len(per_step)} steps, context {args.context[0]})")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"model": args.model, "layers": args.layers, "tokens": args.tokens, "window": args.window,
+                       "device": str(mx.default_device()), "rows": rows, "attention_error": errors}, f, indent=1)
+    if args.plot:
+        plot(rows, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""windowed_decode_attention on the GPU backends: two split launches (the quantized keys, the
+window) whose per-block softmax states one merge launch combines, quantized blocks first.
+
+Nothing is dequantized in device memory: the quantized launch is quantized_decode_attention's
+kernel, the window's decode_attention's, each writing its blocks' (max, denominator,
+unnormalised output) as their split launches do; merge_partials.metal takes the blocks of both,
+since it reads their count from its input's shape. Each part is clipped to a request's range by
+its own key ranges.
+
+Batch invariance: blocks are WINDOW_BLOCK keys whatever S, so a request's blocks, and their
+sums, do not depend on the capacity of the buffers around it (the longest request's); blocks
+past its range write no-key states, which the merge weighs 0.
+
+"causal" (L > 1) is split exactly when every request's window holds at least L - 1 keys: then
+every row sees all its quantized keys, and the window launch's causal alignment (to its range's
+end) is the sequence's. Otherwise, and past CUDA's grid, None: the caller takes the gathered path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import mlx.core as mx
+
+from ._problem import Problem
+
+WINDOW_BLOCK = 256  # keys of every split block of either launch
+
+
+@functools.lru_cache(maxsize=8)
+def _policy(base):
+    return dataclasses.replace(base, single_pass_max_s=0, min_block=WINDOW_BLOCK, max_block=WINDOW_BLOCK,
+                               plain_long_blocks_from_s=2**62, plain_longer_blocks_from_s=2**62)
+
+
+# (format, shapes but S, dtypes, scale, mask kind, key ranges or not, blocks, policy) -> the decode
+# kernel, its call's arguments and the function that orders the arrays into its inputs: a decode
+# loop repeats one key a step, so the launch set-up runs once (as fusedattend.gpu's replays do).
+_LAUNCHES = {}
+_LAUNCHES_MAX = 256
+
+
+def _partials(problem: Problem, quantized: bool, policy):
+    from .gpu import launch, schedule
+
+    arrays = problem.arrays
+    S = problem.shape[5]
+    key = (quantized, problem.q.shape, problem.q.dtype, problem.scale, problem.mask.kind, problem.key_ranges is None,
+           problem.bits, problem.group_size, problem.layered, schedule.key_schedule(S, plain_matrix=False, policy=policy),
+           policy, tuple((a.shape[:-2], a.shape[-1], a.dtype) for a in arrays[1:]))
+    known = _LAUNCHES.get(key)
+    if known is None:
+        sched, inputs_of = launch._launch_common(problem, quantized=quantized, policy=policy)
+        decode = launch._kernel(sched.name, sched.input_names, sched.output_names, sched.body_file, sched.defines,
+                                sched.launch_bounds, sched.constants)
+        merge = launch._kernel("fa_merge_partials", ("out_partial", "stats_partial"), ("out",),
+                               "merge_partials.metal", constants=sched.merge.constants)
+        if len(_LAUNCHES) >= _LAUNCHES_MAX:
+            _LAUNCHES.clear()
+        known = _LAUNCHES[key] = (decode, launch.kernel_args(sched), inputs_of, merge, launch.merge_args(sched))
+    decode, args, inputs_of, merge, merge_args = known
+    return decode(inputs=inputs_of(arrays), **args), (merge, merge_args)
+
+
+def attend(window: Problem, quantized: Problem, w_lens, causal: bool):
+    """The output, or None where this path does not apply (module docstring)."""
+    from .gpu import schedule
+    from ._problem import CAUSAL_MASK, NO_MASK
+
+    B, L = window.q.shape[0], window.q.shape[-2]
+    if B > schedule.MAX_GRID_Z or (causal and min(w_lens) < L - 1):
+        return None
+    policy = _policy(schedule.current_policy())
+    window = window._replace(mask=CAUSAL_MASK if causal else NO_MASK)
+    (out_w, stats_w), (merge, merge_args) = _partials(window, False, policy)
+    if quantized is None:
+        out, stats = out_w, stats_w
+    else:
+        (out_q, stats_q), _ = _partials(quantized._replace(mask=NO_MASK), True, policy)
+        out = mx.concatenate([out_q, out_w], axis=3)  # (N, H_q, L, blocks, D): quantized blocks first
+        stats = mx.concatenate([stats_q, stats_w], axis=3)
+    return merge(inputs=[out, stats], **merge_args)[0]

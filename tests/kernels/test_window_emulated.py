@@ -1,0 +1,90 @@
+"""windowed_decode_attention's GPU form (fusedattend/window_gpu.py: a split launch over the
+quantized keys, one over the window, one merge of both) with the real kernels run on the CPU
+(tests/kernels/cpu_emulator.py): against float64 attention, and a request's bits in any batch."""
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+import fusedattend as fa
+from fusedattend import window_gpu
+from fusedattend.conformance.grids import np_of
+from tests.kernels.cpu_emulator import compiler_available, emulated_gpu
+from tests.parity.test_window_attention import TOLERANCE, _inputs, _oracle
+
+pytestmark = pytest.mark.skipif(not compiler_available(), reason="g++ not installed here")
+
+
+def launches(monkeypatch):
+    """How many times the split-and-merge path ran (not the gathered fallback)."""
+    ran = []
+    real = window_gpu.attend
+
+    def spy(*args):
+        out = real(*args)
+        ran.append(out is not None)
+        return out
+
+    monkeypatch.setattr(window_gpu, "attend", spy)
+    return ran
+
+
+@pytest.mark.parametrize("dtype", [mx.bfloat16, mx.float32], ids=["bfloat16", "float32"])
+def test_against_float64_attention(dtype, monkeypatch):
+    """Requests of 290 quantized keys (two 256-key blocks) and of none, windows of 9 and 3 keys,
+    L = 2 causal: every row sees all its quantized keys, so the split path takes it."""
+    qr, wr = [(0, 290), (0, 0)], [(0, 9), (0, 3)]
+    q, K, V, kw, vw = _inputs(2, 300, 16, 2, dtype, 4, seed=11)
+    ran = launches(monkeypatch)
+    with emulated_gpu():
+        out = fa.windowed_decode_attention(q, K, V, kw, vw, key_ranges=fa.KeyRanges(qr),
+                                           window_ranges=fa.KeyRanges(wr), mask="causal", backend="cuda")
+    assert ran == [True]
+    expected = _oracle(q, K, V, kw, vw, qr, wr, 4, causal=True)
+    err = np.abs(np_of(out) - expected).max()
+    assert err <= TOLERANCE[dtype] * max(1.0, np.abs(expected).max()), f"off by {err:.3g}"
+
+
+def test_a_request_alone_and_in_a_batch_of_longer_buffers():
+    """Blocks of a fixed 256 keys: a request's output is bit for bit the same beside a request
+    whose quantized buffer is 30 times as long, whose S alone would take 512-key blocks (its own
+    blocks are the same; the batch's extra blocks hold none of its keys)."""
+    q, K, V, kw, vw = _inputs(2, 9000, 16, 1, mx.bfloat16, 4, seed=12)
+    with emulated_gpu():
+        batch = fa.windowed_decode_attention(q, K, V, kw, vw, key_ranges=fa.KeyRanges([(0, 290), (0, 9000)]),
+                                             window_ranges=fa.KeyRanges([(0, 5), (0, 16)]), backend="cuda")
+        alone = fa.windowed_decode_attention(q[:1], [x[:1, :, :300] for x in K], [x[:1, :, :300] for x in V],
+                                             kw[:1], vw[:1], key_ranges=fa.KeyRanges([(0, 290)]),
+                                             window_ranges=fa.KeyRanges([(0, 5)]), backend="cuda")
+    assert mx.array_equal(batch[:1], alone)
+
+
+def test_causal_rows_into_the_quantized_keys_take_the_gathered_path(monkeypatch):
+    """L = 4 over a window of 2 keys: the first rows' causal limit falls among the quantized keys,
+    which the quantized launch cannot see; the gathered path answers, and rightly."""
+    q, K, V, kw, vw = _inputs(1, 40, 8, 4, mx.float32, 4, seed=13)
+    ran = launches(monkeypatch)
+    with emulated_gpu():
+        out = fa.windowed_decode_attention(q, K, V, kw, vw, window_ranges=fa.KeyRanges([(0, 2)]), mask="causal",
+                                           backend="cuda")
+    assert ran == [False]
+    expected = _oracle(q, K, V, kw, vw, [(0, 40)], [(0, 2)], 4, causal=True)
+    assert np.abs(np_of(out) - expected).max() <= TOLERANCE[mx.float32] * max(1.0, np.abs(expected).max())
+
+
+def test_repeated_steps_reuse_their_launch_set_up(monkeypatch):
+    """A decode loop's calls (its window one key longer a step) set their launches up once a
+    block count, and give the bits a fresh set-up gives."""
+    from fusedattend.gpu import launch
+
+    setups = []
+    common = launch._launch_common
+    monkeypatch.setattr(launch, "_launch_common", lambda *a, **k: setups.append(1) or common(*a, **k))
+    monkeypatch.setattr(window_gpu, "_LAUNCHES", {})
+    q, K, V, kw, vw = _inputs(1, 40, 12, 1, mx.bfloat16, 4, seed=14)
+    with emulated_gpu():
+        outs = [fa.windowed_decode_attention(q, K, V, kw[:, :, :n], vw[:, :, :n], backend="cuda") for n in (9, 10, 11)]
+        assert len(setups) == 2  # the quantized launch and the window's, once
+        window_gpu._LAUNCHES.clear()
+        fresh = fa.windowed_decode_attention(q, K, V, kw[:, :, :11], vw[:, :, :11], backend="cuda")
+    assert mx.array_equal(outs[2], fresh) and not mx.array_equal(outs[0], outs[2])

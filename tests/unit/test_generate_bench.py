@@ -1,0 +1,55 @@
+"""The end-to-end generation benchmark (`python -m fusedattend generate-bench`) on a tiny model:
+its rows, and its stop where the dequantize and fused arms part."""
+
+import json
+
+import pytest
+
+pytest.importorskip("mlx_lm")
+from benchmarks import window_generate  # noqa: E402
+
+# float32: in bfloat16 the random model's near-ties part the arms (the module docstring)
+ARGS = ["--model", "tiny", "--layers", "1", "--batch", "2", "--context", "20", "--tokens", "4", "--window", "4",
+        "--dtype", "float32"]
+
+
+def test_rows_of_every_arm(tmp_path, capsys):
+    path = tmp_path / "rows.json"
+    assert window_generate.main(ARGS + ["--json", str(path)]) == 0
+    rows = json.loads(path.read_text())["rows"]
+    assert [r["arm"] for r in rows] == list(window_generate.ARMS)
+    for r in rows:
+        assert r["tokens_per_s"] > 0 and r["ttft_s"] > 0 and r["peak_bytes"] > 0 and r["kv_bytes_per_token"] > 0
+    bf16, _, dequantize, fused = (r["kv_bytes_per_token"] for r in rows)
+    assert dequantize == fused < bf16
+    assert "| 2 | 20 | fused |" in capsys.readouterr().out
+
+
+def test_stops_where_the_arms_part(monkeypatch, capsys):
+    real = window_generate.run_arm
+
+    def parting(arm, *args):
+        result = real(arm, *args)
+        if arm == "fused":
+            result["tokens"][1][2] += 1
+        return result
+
+    monkeypatch.setattr(window_generate, "run_arm", parting)
+    assert window_generate.main(ARGS + ["--arms", "dequantize", "fused"]) == 1
+    captured = capsys.readouterr()
+    assert "part at request 1, step 2" in captured.err and "tokens/s" not in captured.out
+
+
+@pytest.mark.parametrize("bad", [["--batch", "0"], ["--window", "0"], ["--model", "gpt2"]])
+def test_bad_arguments(bad):
+    with pytest.raises(SystemExit) as exit_:
+        window_generate.main(ARGS + bad)
+    assert exit_.value.code == 2
+
+
+def test_attention_error_with_and_without_the_window(tmp_path):
+    path = tmp_path / "rows.json"
+    assert window_generate.main(ARGS + ["--arms", "fused", "--error-steps", "3", "--json", str(path)]) == 0
+    errors = json.loads(path.read_text())["attention_error"]
+    assert sorted(errors) == ["no window", "window"]
+    assert all(len(e) == 3 and all(0 < x < 1 for x in e) for e in errors.values())
