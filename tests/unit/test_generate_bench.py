@@ -3,6 +3,7 @@ its rows, and its stop where the dequantize and fused arms part."""
 
 import json
 
+import mlx.core as mx
 import pytest
 
 pytest.importorskip("mlx_lm")
@@ -19,8 +20,11 @@ def test_rows_of_every_arm(tmp_path, capsys):
     rows = json.loads(path.read_text())["rows"]
     assert [r["arm"] for r in rows] == list(window_generate.ARMS)
     for r in rows:
+        if "error" in r:  # mlx_lm's 4-bit decode raises on MLX 0.32.4's CUDA backend: a row that says so
+            assert r["arm"] == "mlx_lm 4-bit" and mx.default_device() == mx.gpu, r
+            continue
         assert r["tokens_per_s"] > 0 and r["ttft_s"] > 0 and r["peak_bytes"] > 0 and r["kv_bytes_per_token"] > 0
-    bf16, _, dequantize, fused = (r["kv_bytes_per_token"] for r in rows)
+    bf16, _, dequantize, fused = (r.get("kv_bytes_per_token") for r in rows)
     assert dequantize == fused < bf16
     assert "| 2 | 20 | fused |" in capsys.readouterr().out
 
