@@ -1,4 +1,4 @@
-"""python -m fusedattend {check,bench,cpu-contention} ...  (each subcommand's --help says more)."""
+"""python -m fusedattend {check,bench,cpu-contention,tune} ...  (each subcommand's --help says more)."""
 
 import argparse
 import importlib
@@ -10,6 +10,7 @@ COMMANDS = {
     "bench": ("fusedattend.benchmarks.cli", "sweep decode shapes, print a µs and GB/s table, write JSON and a plot"),
     "cpu-contention": ("fusedattend.benchmarks.cpu_contention",
                        "time the cpu backend against mx.fast on the CPU, quiet and with every core loaded"),
+    "tune": ("fusedattend.tune", "sweep the GPU schedule's parameters on this chip and write its policy file"),
 }
 
 
