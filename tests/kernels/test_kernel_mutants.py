@@ -40,8 +40,10 @@ def test_mutant_is_caught(name):
 def test_cli_fails_on_a_survivor_and_writes_the_summary(monkeypatch, tmp_path, capsys):
     """`python -m tests.kernels.kernel_mutants` (the parity gate's step) exits 0 when its mutants
     are caught and 1 when one survives; an edit that changes no result must survive."""
-    harmless = kernel_mutants.KernelMutant("harmless", "decode_attention.metal", "acc[r][e] *= row_rescale;",
-                                           "acc[r][e] = acc[r][e] * row_rescale;", "the same product", ("plain_split",))
+    harmless = kernel_mutants.KernelMutant("harmless", "decode_attention.metal",
+                                           "const float row_rescale = FA_FROM_HOLDER(rescale, r);",
+                                           "const float row_rescale = FA_FROM_HOLDER(rescale, r) * 1.0f;",
+                                           "the same factor", ("plain_split",))
     monkeypatch.setitem(kernel_mutants.MUTANTS, "harmless", harmless)
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
