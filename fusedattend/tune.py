@@ -203,7 +203,7 @@ def check_policy(policy, backend, log=print) -> bool:
 
     block = schedule.block_keys(4 * policy.max_block, policy=policy)
     lengths = sorted({1, policy.single_pass_max_s, policy.single_pass_max_s + 1, policy.min_block + 3,
-                      3 * block + 5})
+                      3 * block + 5, policy.plain_long_blocks_from_s, 2 * policy.max_block + 5})
     ok = True
     with policy_in_force(policy):
         for fmt in ("bfloat16", "q4"):

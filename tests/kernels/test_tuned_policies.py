@@ -123,7 +123,7 @@ def test_tune_end_to_end_on_the_emulated_gpu(tmp_path, capsys):
                           "--fields", "single_pass_simdgroups", "--passes", "1", "--repeats", "1", "--inner", "1",
                           "--min-gain", "0.5", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert text.count("check ") == 10 and "err/tol" in text and "wrote" in text
+    assert text.count("batch == requests alone: True") == text.count("  check ") >= 10 and "wrote" in text
     written = schedule.load_policy(str(out))
     assert {f: getattr(written, f) for f in tune.TUNABLE if f != "single_pass_simdgroups"} == \
         {f: getattr(start, f) for f in tune.TUNABLE if f != "single_pass_simdgroups"}
