@@ -8,8 +8,8 @@ The sweep is coordinate descent over TUNABLE (gpu/schedule.py's Policy fields th
 how the work is cut: the split block size, the one-launch threshold, simdgroups, the crossovers
 between the two decode kernels), each over a fixed set of candidates, starting from the policy
 in force. A candidate is kept where it times the workload (a grid of B x S x format, each shape
-timed as `bench` times it) faster by more than --min-gain than the best so far, as the geometric
-mean of its per-shape ratios. Before writing, the chosen policy must pass a check on this GPU:
+timed as `bench` times it) faster by more than --min-gain, as the geometric mean of its per-shape
+ratios to the best policy so far, timed again beside it (clocks drift over the sweep's minutes). Before writing, the chosen policy must pass a check on this GPU:
 every request of a batch bit-identical to the request alone, and every output within the
 oracle's parity tolerance, at S around the chosen block edges.
 
@@ -171,7 +171,7 @@ def sweep(start, fields, calls, *, passes, min_gain, repeats, inner, budget=None
     """(best policy, its score against `start`): coordinate descent over `fields`' candidates,
     for at most `budget` seconds (then the best so far)."""
     began = time.monotonic()
-    base = time_policy(start, calls, repeats, inner)
+    time_policy(start, calls, repeats, inner)  # warms the GPU up and builds the starting kernels
     best, best_score = start, 1.0
     for n in range(passes):
         moved = False
@@ -183,11 +183,12 @@ def sweep(start, fields, calls, *, passes, min_gain, repeats, inner, budget=None
                 candidate = dataclasses.replace(best, **{field: value})
                 if value == getattr(best, field) or not valid(candidate):
                     continue
-                s = score(time_policy(candidate, calls, repeats, inner), base)
-                kept = s < best_score * (1 - min_gain)
-                log(f"  pass {n + 1}  {field:28s} {value:6d}  {s:.3f} x start{'  kept' if kept else ''}")
+                # against the best timed again beside it: clocks drift over a sweep's minutes
+                ratio = score(time_policy(candidate, calls, repeats, inner), time_policy(best, calls, repeats, inner))
+                kept = ratio < 1 - min_gain
+                log(f"  pass {n + 1}  {field:28s} {value:6d}  {ratio:.3f} x the best so far{'  kept' if kept else ''}")
                 if kept:
-                    best, best_score, moved = candidate, s, True
+                    best, best_score, moved = candidate, best_score * ratio, True
         if not moved:
             break
     return best, best_score
@@ -254,8 +255,8 @@ def main(argv=None):
     chip = chip_id()
     out = args.out or str(schedule.chip_policy_path(chip))
     backend = _gpu_backend(args.backend)
-    timings = sum(len(TUNABLE[f]) - 1 for f in args.fields) * args.passes + 1
-    plan = (f"chip {chip}; fields {', '.join(args.fields)}; up to {timings} policies x {len(workload.shapes())} "
+    timings = 2 * sum(len(TUNABLE[f]) - 1 for f in args.fields) * args.passes + 1
+    plan = (f"chip {chip}; fields {', '.join(args.fields)}; up to {timings} timings of {len(workload.shapes())} "
             f"shapes ({args.repeats} samples of {args.inner} calls); writes {out}")
     if args.dry_run:
         print("tune (dry run): " + plan)
