@@ -194,9 +194,10 @@ def sweep(start, fields, calls, *, passes, min_gain, repeats, inner, budget=None
     return best, best_score
 
 
-def check_policy(policy, backend, log=print) -> bool:
+def check_policy(policy, backend, formats=("bfloat16", "q4"), log=print) -> bool:
     """On this GPU under `policy`: each request of a batch bit-identical to it alone, and the
-    outputs within the oracle's parity tolerance, at S around the policy's block edges."""
+    outputs within the oracle's parity tolerance, at S around the policy's block edges, in each
+    of `formats` (float dtypes, or qN: N-bit codes, bf16 queries)."""
     import numpy as np
 
     import fusedattend as fa
@@ -207,17 +208,21 @@ def check_policy(policy, backend, log=print) -> bool:
                       3 * block + 5, policy.plain_long_blocks_from_s, 2 * policy.max_block + 5})
     ok = True
     with policy_in_force(policy):
-        for fmt in ("bfloat16", "q4"):
+        for fmt in formats:
+            dtype = {"float32": mx.float32, "float16": mx.float16}.get(fmt, mx.bfloat16)
+            bits = int(fmt[1:]) if fmt.startswith("q") else None
             for S in lengths:
                 mx.random.seed(S)
-                q = mx.random.normal((3, 8, 1, 128)).astype(mx.bfloat16)
-                k, v = (mx.random.normal((3, 2, S, 128)).astype(mx.bfloat16) for _ in range(2))
-                if fmt == "q4":
-                    kq, vq = fa.quantize_kv(k, bits=4, group_size=64), fa.quantize_kv(v, bits=4, group_size=64)
+                q = mx.random.normal((3, 8, 1, 128)).astype(dtype)
+                k, v = (mx.random.normal((3, 2, S, 128)).astype(dtype) for _ in range(2))
+                if bits:
+                    kq, vq = fa.quantize_kv(k, bits=bits, group_size=64), fa.quantize_kv(v, bits=bits, group_size=64)
                     attend = lambda b: fa.quantized_decode_attention(  # noqa: E731
-                        q[b], tuple(x[b] for x in kq), tuple(x[b] for x in vq), bits=4, group_size=64, backend=backend)
+                        q[b], tuple(x[b] for x in kq), tuple(x[b] for x in vq), bits=bits, group_size=64,
+                        backend=backend)
                     k64, v64 = (oracle.dequantize(*(np.array(x.astype(mx.float32)) if x.dtype != mx.uint32 else
-                                                    np.array(x) for x in t), bits=4, group_size=64) for t in (kq, vq))
+                                                    np.array(x) for x in t), bits=bits, group_size=64)
+                                for t in (kq, vq))
                 else:
                     attend = lambda b: fa.decode_attention(q[b], k[b], v[b], backend=backend)  # noqa: E731
                     k64, v64 = (np.array(x.astype(mx.float32)) for x in (k, v))
@@ -225,7 +230,7 @@ def check_policy(policy, backend, log=print) -> bool:
                 alone = all(mx.array_equal(whole[i:i + 1], attend(slice(i, i + 1))).item() for i in range(3))
                 expected, stats = oracle.attention(np.array(q.astype(mx.float32)), k64, v64, stats=True)
                 ratio, _ = oracle.compare(np.array(whole.astype(mx.float32)), expected,
-                                          oracle.parity_tolerance(expected, stats, "bfloat16", 128))
+                                          oracle.parity_tolerance(expected, stats, str(dtype).split(".")[-1], 128))
                 log(f"  check {fmt:8s} S={S:6d}: batch == requests alone: {alone}, err/tol {ratio:.2f}")
                 ok = ok and alone and ratio <= 1.0
     return ok
@@ -278,7 +283,7 @@ def main(argv=None):
     start = schedule.current_policy()
     best, best_score = sweep(start, args.fields, calls, passes=args.passes, min_gain=args.min_gain,
                              repeats=args.repeats, inner=args.inner, budget=args.budget)
-    if not check_policy(best, backend):
+    if not check_policy(best, backend, workload.formats):
         print("tune: the chosen policy failed its check on this GPU (above); nothing written", file=sys.stderr)
         return 1
     values = {field: getattr(best, field) for field in TUNABLE}

@@ -90,7 +90,7 @@ def _short_cases(draw):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not compiler_available(), reason="g++ not installed here")
-@examples(0.15)
+@examples(0.1)
 @given(policy=tuned_policies(), case=_short_cases())
 def test_emulated_kernels_under_tuned_policies(policy, case):
     """Each drawn policy, scaled down so that short S reach its splits (the block sizes and the
@@ -123,7 +123,7 @@ def test_tune_end_to_end_on_the_emulated_gpu(tmp_path, capsys):
                           "--fields", "single_pass_simdgroups", "--passes", "1", "--repeats", "1", "--inner", "1",
                           "--min-gain", "0.5", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert text.count("batch == requests alone: True") == text.count("  check ") >= 10 and "wrote" in text
+    assert text.count("batch == requests alone: True") == text.count("  check ") >= 5 and "wrote" in text
     written = schedule.load_policy(str(out))
     assert {f: getattr(written, f) for f in tune.TUNABLE if f != "single_pass_simdgroups"} == \
         {f: getattr(start, f) for f in tune.TUNABLE if f != "single_pass_simdgroups"}

@@ -91,7 +91,7 @@ def test_tune_writes_the_chip_policy_that_the_schedule_then_loads(monkeypatch, c
     monkeypatch.setattr("fusedattend.benchmarks.harness.make_case", lambda *a, **k: {})
     monkeypatch.setattr(tune, "_call", lambda case, backend: None)
     monkeypatch.setattr(tune, "time_policy", _fake_times({"single_pass_max_s": 2048, "quantized_mma_simdgroups": 4}))
-    monkeypatch.setattr(tune, "check_policy", lambda policy, backend: True)
+    monkeypatch.setattr(tune, "check_policy", lambda policy, backend, formats: True)
     before = backends._replay_key("signature", "cuda")
     assert schedule.current_policy() == schedule.Policy()  # no file yet: today's schedule
 
@@ -121,7 +121,7 @@ def test_a_failed_check_writes_nothing(monkeypatch, capsys, clean_policy_env):
     monkeypatch.setattr("fusedattend.benchmarks.harness.make_case", lambda *a, **k: {})
     monkeypatch.setattr(tune, "_call", lambda case, backend: None)
     monkeypatch.setattr(tune, "time_policy", _fake_times({"simdgroups": 8}))
-    monkeypatch.setattr(tune, "check_policy", lambda policy, backend: False)
+    monkeypatch.setattr(tune, "check_policy", lambda policy, backend, formats: False)
     assert tune.main(["--quick", "--out", str(clean_policy_env / "x.json")]) == 1
     assert "nothing written" in capsys.readouterr().err and not clean_policy_env.exists()
 
