@@ -1,4 +1,4 @@
-"""python -m fusedattend {check,bench,cpu-contention,generate-bench} ...  (each subcommand's --help says more)."""
+"""python -m fusedattend {check,bench,cpu-contention,generate-bench,tune} ...  (each subcommand's --help says more)."""
 
 import argparse
 import importlib
@@ -12,6 +12,7 @@ COMMANDS = {
                        "time the cpu backend against mx.fast on the CPU, quiet and with every core loaded"),
     "generate-bench": ("fusedattend.benchmarks.window_generate",
                        "generate with mlx_lm's caches and the quantized window cache: tokens/s, TTFT, memory"),
+    "tune": ("fusedattend.tune", "sweep the GPU schedule's parameters on this chip and write its policy file"),
 }
 
 

@@ -95,10 +95,11 @@ _REPLAYS_MAX = 4096
 
 
 SCHEDULE_ENV = "FUSEDATTEND_SCHEDULE"  # gpu.schedule.SCHEDULE_ENV (not imported: backends stays GPU-free)
+POLICY_DIR_ENV = "FUSEDATTEND_POLICY_DIR"  # gpu.schedule.POLICY_DIR_ENV: where chips' tuned policies are
 
 
 def _replay_key(signature, backend):
-    policy = os.environ.get(SCHEDULE_ENV)
+    policy = os.environ.get(SCHEDULE_ENV), os.environ.get(POLICY_DIR_ENV)
     if backend is None:  # what default_backend() reads
         return signature, None, policy, os.environ.get(ENV_VAR), mx.default_device() == mx.gpu
     return signature, backend, policy

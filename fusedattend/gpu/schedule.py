@@ -10,9 +10,12 @@ Correctness rules the schedule keeps:
 - Batch invariance: the key blocks, the kernel and every constant that changes a result depend
   on S and the formats only, never on B or NL, so a request's output is bit-identical in any
   batch. Only hints that change no result (L2 prefetch distances) may look at the grid.
-- Policy() is the shipped schedule. FUSEDATTEND_SCHEDULE=path.json overrides fields of it (a JSON
-  object of field names to values), read once a process per path: a schedule sweep or a test
-  points the variable at another file to try another policy.
+- Policy() is the shipped schedule. A chip's tuned policy (`python -m fusedattend tune`, which
+  writes policies/<chip id>.json beside this module, or FUSEDATTEND_POLICY_DIR's folder) replaces
+  fields of it on that chip; without such a file the schedule is Policy(). FUSEDATTEND_SCHEDULE=
+  path.json overrides both (a JSON object of field names to values over Policy(); "default": Policy()
+  itself), read once a process per path: a schedule sweep or a test points the variable at another
+  file to try another policy. Keys starting with "_" are notes (the tuner's), not fields.
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ import functools
 import json
 import math
 import os
+from pathlib import Path
 from typing import Optional
 
 import mlx.core as mx
 
 SCHEDULE_ENV = "FUSEDATTEND_SCHEDULE"
+POLICY_DIR_ENV = "FUSEDATTEND_POLICY_DIR"
 SIMD_WIDTH = 32
 MAX_GRID_Z = 65535  # CUDA's limit on gridDim.z (the layer x request axis)
 MMA_ROWS = 8  # query rows of a decode_mma.metal threadgroup: the matrices' rows
@@ -170,6 +175,7 @@ def load_policy(path: str) -> Policy:
         raise ValueError(f"{SCHEDULE_ENV}={path}: cannot read a JSON object ({e})") from None
     if not isinstance(values, dict):
         raise ValueError(f"{SCHEDULE_ENV}={path}: must hold a JSON object of Policy fields, got {type(values).__name__}")
+    values = {name: value for name, value in values.items() if not name.startswith("_")}  # notes
     for name, value in values.items():
         if name not in POLICY_FIELDS:
             raise ValueError(f"{SCHEDULE_ENV}={path}: {name!r} is not a Policy field")
@@ -189,15 +195,45 @@ def load_policy(path: str) -> Policy:
     return policy
 
 
-_POLICIES = {}  # env value -> Policy: each file is read once a process
+_POLICIES = {}  # env values -> Policy: each file is read once a process
+
+
+def policy_dir() -> Path:
+    """Where chips' tuned policies are filed: FUSEDATTEND_POLICY_DIR, else policies/ here."""
+    return Path(os.environ.get(POLICY_DIR_ENV) or Path(__file__).with_name("policies"))
+
+
+def chip_policy_path(chip: Optional[str] = None) -> Path:
+    """The tuned policy file of `chip` (default: this machine's, fusedattend.chip.chip_id)."""
+    if chip is None:
+        from fusedattend.chip import chip_id
+
+        chip = chip_id()
+    return policy_dir() / f"{chip}.json"
+
+
+def _chip_policy() -> Policy:
+    """This chip's tuned policy, or Policy() where it has none (the chip is named only where
+    some policy is filed: naming it runs system tools on macOS)."""
+    folder = policy_dir()
+    if not folder.is_dir() or not any(folder.glob("*.json")):
+        return Policy()
+    path = chip_policy_path()
+    return load_policy(str(path)) if path.is_file() else Policy()
 
 
 def current_policy() -> Policy:
-    """The policy in force: Policy(), or FUSEDATTEND_SCHEDULE's file (read once per path)."""
-    path = os.environ.get(SCHEDULE_ENV, "")
-    policy = _POLICIES.get(path)
+    """The policy in force: FUSEDATTEND_SCHEDULE's file ("default": Policy()), else this chip's
+    tuned policy, else Policy() (each read once a process)."""
+    path = os.environ.get(SCHEDULE_ENV, "").strip()
+    key = (path, "" if path else os.environ.get(POLICY_DIR_ENV, ""))
+    policy = _POLICIES.get(key)
     if policy is None:
-        policy = _POLICIES[path] = load_policy(path) if path.strip() else Policy()
+        if path == "default":
+            policy = Policy()
+        else:
+            policy = load_policy(path) if path else _chip_policy()
+        policy = _POLICIES[key] = policy
     return policy
 
 

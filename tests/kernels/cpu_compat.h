@@ -1,7 +1,14 @@
 // cpu_compat.h: lets the Metal kernel bodies of metal/ compile as plain C++ and run on the CPU,
 // one fiber per GPU thread, for tests on machines without a GPU (tests/kernels/cpu_emulator.py).
 //
-// Threadgroups run one after another, in a shuffled order. `threadgroup` arrays become function
+// Threadgroups run one after another, in a shuffled order. A threadgroup's fibers take turns in
+// order (0, 1, 2, ...), or, after fa_cpu_set_fiber_order(seed != 0), in a seeded random order that
+// runs one simdgroup as far as it can go: the next fiber is a random runnable lane of the same
+// simdgroup, else one of a random other simdgroup. So a simdgroup passes through several shuffles
+// while another has not yet read what it overwrites (a missing threadgroup_barrier shows; with
+// strict turns every lane reads before any lane's next shuffle completes). A fault (cpu_emulator.py
+// puts a no-access page after every buffer) or a deadlock (no fiber can run) ends the launch: run()
+// returns 1 or 2, fa_cpu_fault_address() says where it faulted. `threadgroup` arrays become function
 // statics (one threadgroup alive at a time shares them), threadgroup_barrier is a barrier of the
 // threadgroup's threads, simdgroup_barrier one of a simdgroup's 32 lanes, and simd_shuffle_xor,
 // simd_shuffle and simd_any exchange values through a per-simdgroup buffer between two barriers
@@ -12,6 +19,8 @@
 // the copying thread's fa_copy_wait, as cp.async's do (a read that skips the wait sees stale data).
 #pragma once
 
+#include <setjmp.h>
+#include <signal.h>
 #include <ucontext.h>
 
 #include <algorithm>
@@ -69,6 +78,10 @@ struct fa_cpu_barrier {
   uint count, arrived = 0, generation = 0;
   void wait();
 };
+struct fa_cpu_wait {  // what a fiber waits for (random order): `barrier` to pass `generation`
+  const fa_cpu_barrier* barrier = nullptr;
+  uint generation = 0;
+};
 struct fa_cpu_copies {  // a thread's fa_copy_async batches, in flight until its fa_copy_wait
   std::vector<std::function<void()>> open;
   std::deque<std::vector<std::function<void()>>> batches;
@@ -82,17 +95,59 @@ struct fa_cpu_group {
   std::vector<fa_cpu_barrier> simd_sync;
   std::vector<float> simd_values;
   std::vector<fa_cpu_copies> copies;  // reset for each threadgroup: copies left in flight never land
+  std::vector<fa_cpu_wait> waits;     // (random order) reset for each threadgroup
+  std::vector<char> done;
   uint finished = 0;
   ucontext_t launcher;
 };
 inline fa_cpu_group* fa_cpu_current = nullptr;
 inline uint fa_cpu_tid = 0;  // the GPU thread now running
+inline bool fa_cpu_random_order = false;
+inline std::mt19937 fa_cpu_order_rng;
+
+extern "C" void fa_cpu_set_fiber_order(unsigned seed) {
+  fa_cpu_random_order = seed != 0;
+  fa_cpu_order_rng.seed(seed);
+}
+
+inline void fa_cpu_deadlock();
+inline bool fa_cpu_runnable(const fa_cpu_group& g, uint t) {
+  const fa_cpu_wait& w = g.waits[t];
+  return !g.done[t] && (w.barrier == nullptr || w.barrier->generation != w.generation);
+}
+// Random order: a random runnable lane of the current simdgroup, else of any other simdgroup.
+inline uint fa_cpu_pick(const fa_cpu_group& g, uint from) {
+  const uint n = uint(g.contexts.size()), sg = from / 32, lanes = std::min(32u, n - sg * 32);
+  uint candidates[1024], count = 0;
+  for (uint l = 0; l < lanes; ++l) {
+    const uint t = sg * 32 + l;
+    if (t != from && fa_cpu_runnable(g, t)) {
+      candidates[count++] = t;
+    }
+  }
+  if (count == 0) {
+    for (uint t = 0; t < n; ++t) {
+      if (t / 32 != sg && fa_cpu_runnable(g, t)) {
+        candidates[count++] = t;
+      }
+    }
+  }
+  if (count == 0) {
+    if (fa_cpu_runnable(g, from)) {
+      return from;
+    }
+    fa_cpu_deadlock();
+  }
+  return candidates[fa_cpu_order_rng() % count];
+}
 
 inline void fa_cpu_yield() {
   fa_cpu_group& g = *fa_cpu_current;
-  const uint from = fa_cpu_tid;
-  fa_cpu_tid = (from + 1) % g.contexts.size();
-  swapcontext(&g.contexts[from], &g.contexts[fa_cpu_tid]);
+  const uint from = fa_cpu_tid, n = uint(g.contexts.size());
+  fa_cpu_tid = fa_cpu_random_order ? fa_cpu_pick(g, from) : (from + 1) % n;
+  if (fa_cpu_tid != from) {
+    swapcontext(&g.contexts[from], &g.contexts[fa_cpu_tid]);
+  }
 }
 
 inline void fa_cpu_barrier::wait() {
@@ -102,14 +157,17 @@ inline void fa_cpu_barrier::wait() {
     ++generation;
     return;
   }
+  fa_cpu_current->waits[fa_cpu_tid] = fa_cpu_wait{this, gen};
   while (generation == gen) {
     fa_cpu_yield();
   }
+  fa_cpu_current->waits[fa_cpu_tid] = fa_cpu_wait{};
 }
 
 inline void fa_cpu_entry() {
   fa_cpu_group& g = *fa_cpu_current;
   g.body(g.position, fa_cpu_tid);
+  g.done[fa_cpu_tid] = 1;
   if (++g.finished == g.contexts.size()) {
     setcontext(&g.launcher);  // the last thread out returns to the launch
   }
@@ -310,10 +368,12 @@ inline void fa_cpu_mma_m16n8k16(const uint32_t (&a)[4], const uint32_t (&b)[2], 
   fa_cpu_mma_lane(A, B, c, d);
 }
 // Runs body(threadgroup position, thread index) for every thread of every threadgroup.
+inline std::unique_ptr<fa_cpu_group> fa_cpu_live;  // the launch's machine (freed after a fault too)
 template <typename Body>
 inline void fa_cpu_launch(uint3 groups, uint threads, Body body) {
   constexpr size_t STACK_BYTES = 256 * 1024;
-  fa_cpu_group g;
+  fa_cpu_live = std::make_unique<fa_cpu_group>();
+  fa_cpu_group& g = *fa_cpu_live;
   g.body = body;
   g.contexts.resize(threads);
   for (uint t = 0; t < threads; ++t) {
@@ -341,6 +401,8 @@ inline void fa_cpu_launch(uint3 groups, uint threads, Body body) {
     g.position = position;
     g.finished = 0;
     g.copies.assign(threads, fa_cpu_copies());
+    g.waits.assign(threads, fa_cpu_wait());
+    g.done.assign(threads, 0);
     for (uint t = 0; t < threads; ++t) {
       getcontext(&g.contexts[t]);
       g.contexts[t].uc_stack.ss_sp = g.stacks[t].get();
@@ -352,6 +414,48 @@ inline void fa_cpu_launch(uint3 groups, uint threads, Body body) {
     swapcontext(&g.launcher, &g.contexts[0]);
   }
   fa_cpu_current = nullptr;
+  fa_cpu_live.reset();
+}
+
+// Runs launch() with SIGSEGV and SIGBUS caught: 0, or 1 after a fault (its address in
+// fa_cpu_fault_address), the launch abandoned. The caller's handlers are restored either way.
+inline sigjmp_buf fa_cpu_trap;
+inline void* fa_cpu_fault = nullptr;
+extern "C" void* fa_cpu_fault_address() { return fa_cpu_fault; }
+inline void fa_cpu_on_fault(int, siginfo_t* info, void*) {
+  fa_cpu_fault = info->si_addr;
+  siglongjmp(fa_cpu_trap, 1);
+}
+inline void fa_cpu_deadlock() {  // every fiber waits at a barrier that no other can reach
+  siglongjmp(fa_cpu_trap, 2);
+}
+template <typename Launch>
+inline int fa_cpu_trapped(Launch launch) {
+  struct sigaction trap = {}, old_segv, old_bus;
+  trap.sa_sigaction = fa_cpu_on_fault;
+  trap.sa_flags = SA_SIGINFO | SA_NODEFER;
+  sigemptyset(&trap.sa_mask);
+  sigaction(SIGSEGV, &trap, &old_segv);
+  sigaction(SIGBUS, &trap, &old_bus);
+  fa_cpu_fault = nullptr;
+  int faulted = 0;
+  switch (sigsetjmp(fa_cpu_trap, 1)) {
+    case 0:
+      launch();
+      break;
+    case 1:
+      faulted = 1;
+      break;
+    default:
+      faulted = 2;
+  }
+  if (faulted) {
+    fa_cpu_current = nullptr;
+    fa_cpu_live.reset();
+  }
+  sigaction(SIGSEGV, &old_segv, nullptr);
+  sigaction(SIGBUS, &old_bus, nullptr);
+  return faulted;
 }
 
 // Metal's address-space qualifiers, last, so that they do not reach the library headers above.

@@ -29,6 +29,9 @@ import numpy as np
 
 from fusedattend import backends, gpu
 from fusedattend.gpu import launch as gpu_launch, sources
+from tests.kernels.guarded_memory import EmulatedFault, GuardedBuffers
+
+__all__ = ["EmulatedFault", "EmulatedKernel", "compiler_available", "emulated_gpu"]
 
 COMPAT = Path(__file__).with_name("cpu_compat.h")
 CPP_TYPES = sources.METAL_TYPE_NAMES  # cpu_compat.h names the types as Metal does
@@ -87,7 +90,8 @@ PARAMETER_TYPES = {"shape": "const int32_t", "strides": "const int64_t"}
 def _program(body, header, inputs, output_names, output_dtypes):
     """C++ text: `run(args, groups, threads)` unpacks the buffers as the kernel names them."""
     lines = [COMPAT.read_text(), header,
-             'extern "C" void run(void** args, const unsigned* groups, unsigned threads) {']
+             'extern "C" int run(void** args, const unsigned* groups, unsigned threads) {',
+             '  return fa_cpu_trapped([&] {']
     names = [name for name, _ in inputs]
     params = [(param, PARAMETER_TYPES.get(what, f"const {CPP_TYPES[inputs[i][1]]}"))
               for param, i, what in _parameters(body, names)]
@@ -96,7 +100,7 @@ def _program(body, header, inputs, output_names, output_dtypes):
         lines.append(f"  auto {param} = static_cast<{ctype}*>(args[{slot}]);")
     lines.append("  fa_cpu_launch(uint3{groups[0], groups[1], groups[2]}, threads,"
                  " [&](uint3 fa_group, uint fa_thread) {")
-    lines += [THREAD_ATTRIBUTES, body, "  });", "}"]
+    lines += [THREAD_ATTRIBUTES, body, "  });", "  });", "}"]
     return "\n".join(lines)
 
 
@@ -109,7 +113,9 @@ def _build(text: str) -> ctypes.CDLL:
         src = lib.with_suffix(f".{os.getpid()}.cpp")
         src.write_text(text)
         tmp = lib.with_suffix(f".{os.getpid()}.tmp")
-        proc = subprocess.run(["g++", "-std=c++20", "-O1", "-w", "-shared", "-fPIC", str(src), "-o", str(tmp)],
+        # No _FORTIFY_SOURCE: its checked longjmp refuses cpu_compat.h's jump out of a faulting fiber.
+        proc = subprocess.run(["g++", "-std=c++20", "-O1", "-w", "-U_FORTIFY_SOURCE", "-shared", "-fPIC", str(src),
+                               "-o", str(tmp)],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"g++ failed on {src}:\n{proc.stderr[-4000:]}")
@@ -170,6 +176,7 @@ class EmulatedKernel:
     """Called as an mx.fast.metal_kernel / cuda_kernel object is; runs on the CPU."""
 
     layout = "apple"  # of the simdgroup matrices: Apple's (Metal form), or "nvidia" (cuda_compat.h's)
+    fiber_seed = 0  # 0: a threadgroup's fibers take turns in order; else a random order of this seed
 
     def __init__(self, name, input_names, output_names, body_file, defines=(), launch_bounds=None, constants=()):
         self.input_names, self.output_names = list(input_names), list(output_names)
@@ -181,38 +188,57 @@ class EmulatedKernel:
             header = nvidia_fragments() + header
         program = _program(body, header, list(zip(self.input_names, [x.dtype for x in inputs])),
                            self.output_names, output_dtypes)
-        run = _build(program).run
-        keep, args = [], []  # numpy buffers stay alive until the call returns
+        lib = _build(program)
+        lib.run.restype = ctypes.c_int
+        lib.fa_cpu_fault_address.restype = ctypes.c_void_p
+        lib.fa_cpu_set_fiber_order(ctypes.c_uint(self.fiber_seed))
+        guarded = GuardedBuffers()  # every buffer ends at a no-access page
+        try:
+            keep, args = [], []  # numpy buffers stay alive until the call returns
 
-        def push(a):
-            keep.append(a)
-            args.append(a.ctypes.data_as(ctypes.c_void_p))
+            def push(a):
+                keep.append(a)
+                args.append(a.ctypes.data_as(ctypes.c_void_p))
 
-        buffers = [_as_passed(x) for x in inputs]
-        for _, i, what in _parameters(body, self.input_names):
-            a = buffers[i]
-            if what == "shape":
-                a = np.array(inputs[i].shape, dtype=np.int32)
-            elif what == "strides":
-                a = np.array([s // a.itemsize for s in a.strides], dtype=np.int64)
-            push(a)
-        outs = [_fresh_output(shape, dtype) for shape, dtype in zip(output_shapes, output_dtypes)]
-        for a in outs:
-            push(a)
-        groups = [(g + t - 1) // t for g, t in zip(grid, threadgroup)]  # grid counts threads
-        threads = threadgroup[0] * threadgroup[1] * threadgroup[2]
-        run((ctypes.c_void_p * len(args))(*args), (ctypes.c_uint * 3)(*groups), ctypes.c_uint(threads))
-        return [_from_numpy(a, dtype) for a, dtype in zip(outs, output_dtypes)]
+            buffers = [guarded.place(_as_passed(x), name) for x, name in zip(inputs, self.input_names)]
+            for _, i, what in _parameters(body, self.input_names):
+                a = buffers[i]
+                if what == "shape":
+                    a = guarded.place(np.array(inputs[i].shape, dtype=np.int32), f"{self.input_names[i]}_shape")
+                elif what == "strides":
+                    a = guarded.place(np.array([s // a.itemsize for s in a.strides], dtype=np.int64),
+                                      f"{self.input_names[i]}_strides")
+                push(a)
+            outs = [guarded.place(_fresh_output(shape, dtype), name)
+                    for shape, dtype, name in zip(output_shapes, output_dtypes, self.output_names)]
+            for a in outs:
+                push(a)
+            groups = [(g + t - 1) // t for g, t in zip(grid, threadgroup)]  # grid counts threads
+            threads = threadgroup[0] * threadgroup[1] * threadgroup[2]
+            status = lib.run((ctypes.c_void_p * len(args))(*args), (ctypes.c_uint * 3)(*groups), ctypes.c_uint(threads))
+            if status == 2:
+                raise EmulatedFault(f"{self.body_file} ({dict(self.defines)}): deadlock, every thread waits at a barrier")
+            if status:
+                address = lib.fa_cpu_fault_address() or 0
+                where = guarded.owner_of(address) or "memory no buffer holds"
+                raise EmulatedFault(f"{self.body_file} ({dict(self.defines)}) faulted at {address:#x}: {where}")
+            return [_from_numpy(a.copy(), dtype) for a, dtype in zip(outs, output_dtypes)]
+        finally:
+            guarded.close()
 
 
 @contextlib.contextmanager
-def emulated_gpu(layout="apple"):
+def emulated_gpu(layout="apple", fiber_seed=0):
     """Within the block, backend="cuda" is available and runs fusedattend.gpu with every kernel
     emulated (the Metal form of its body, compiled for the host). layout="nvidia" gives the
-    simdgroup-matrix products cuda_compat.h's placement of elements instead of Apple's."""
+    simdgroup-matrix products cuda_compat.h's placement of elements instead of Apple's.
+    fiber_seed: 0 runs a threadgroup's threads in turn (0, 1, 2, ... at each wait), another value
+    in a random order drawn from it (cpu_compat.h), which exposes a missing barrier that the
+    strict turns hide. Every input and output ends at a no-access page (guarded_memory.py): a
+    read past one raises EmulatedFault."""
     saved = gpu_launch._kernel, sources.on_metal, backends._is_available
     real = backends._is_available
-    kernel = type("EmulatedKernel", (EmulatedKernel,), {"layout": layout})
+    kernel = type("EmulatedKernel", (EmulatedKernel,), {"layout": layout, "fiber_seed": fiber_seed})
     gpu_launch._kernel, sources.on_metal = kernel, (lambda: True)
     backends._is_available = lambda name: name == "cuda" or real(name)
     backends.forget_replays()  # replayed launchers hold the kernels they were made with

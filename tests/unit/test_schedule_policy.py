@@ -70,7 +70,9 @@ def test_a_missing_policy_file_is_named(monkeypatch, tmp_path):
         schedule.current_policy()
 
 
-def test_unset_or_empty_is_the_default(monkeypatch):
+def test_unset_or_empty_is_the_default(monkeypatch, tmp_path):
+    """(where no chip has a tuned policy: tests/unit/test_tune.py has those)"""
+    monkeypatch.setenv(schedule.POLICY_DIR_ENV, str(tmp_path))
     monkeypatch.delenv(schedule.SCHEDULE_ENV, raising=False)
     assert schedule.current_policy() == schedule.Policy()
     monkeypatch.setenv(schedule.SCHEDULE_ENV, "")

@@ -122,6 +122,7 @@ def test_the_suites_each_job_runs():
     assert "tests/property tests/parity tests/kernels --backend cuda" in scripts("self-hosted-cuda")
     for tool in ("memcheck", "racecheck", "synccheck"):
         assert f"compute-sanitizer --tool {tool} --error-exitcode 99" in scripts("self-hosted-cuda")
+    assert "python -m tests.kernels.kernel_mutants --summary" in scripts("linux-cpu")  # a survivor fails the job
     for name in ("linux-cpu", "macos-metal", "self-hosted-metal", "self-hosted-cuda"):
         summary = jobs[name]["steps"][-1]
         assert summary["if"] == "always()" and "ci/backend_report.py" in summary["run"], name
