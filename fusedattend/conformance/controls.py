@@ -18,7 +18,7 @@ BLOCK = 32
 
 # name: (convention, what is broken, properties it must fail, properties it must pass)
 _ALL = ("parity", "batch_invariance", "slice_invariance", "masked_garbage", "gqa", "determinism",
-        "mask_forms", "fully_masked_row", "masked_nan_values")
+        "mask_forms", "fully_masked_row", "masked_nan_values", "partly_hidden_nan_values")
 CONTROLS = {
     "correct": ("sdpa", "nothing", (), _ALL),
     "split_by_batch": ("sdpa", "the keys are split in two halves when B > 1, in 32-key blocks when B = 1",
@@ -116,10 +116,20 @@ def _attend(q, k, v, scale, mask, key_ranges, bug):
             p = mx.exp(sb - base)
             alpha = mx.exp(m - base)
         l = l * alpha + p.sum(axis=-1, keepdims=True)
-        acc = (acc if bug == "no_rescale" else acc * alpha) + p @ vb
+        acc = (acc if bug == "no_rescale" else mx.where(alpha == 0, 0.0, acc * alpha)) + _product(p, vb)
         m = new
     out = mx.where(l > 0, acc / mx.where(l > 0, l, 1.0), 0.0).astype(q.dtype)
     return out if layered else out[0]
+
+
+def _product(p, v):
+    """p @ v where a weight of 0 takes nothing from its value, NaN included: the finite values
+    by the product, NaN in the columns of a row that weighs a NaN or Inf."""
+    import mlx.core as mx
+
+    ok = mx.isfinite(v)
+    hit = (p != 0).astype(mx.float32) @ (~ok).astype(mx.float32)
+    return mx.where(hit > 0, mx.nan, p @ mx.where(ok, v, 0.0))
 
 
 def _control(bug):

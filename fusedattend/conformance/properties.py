@@ -11,7 +11,8 @@ take the input: conforming). Two kinds:
                 layer_invariance, slice_invariance, masked_garbage, gqa, determinism, mask_forms
     semantics   choices that legitimately differ between kernels, reported as findings:
                 fully_masked_row (fusedattend: zeros), masked_nan_values (NaN or Inf in a
-                masked-out value row never reaches the output)
+                masked-out value row never reaches the output), partly_hidden_nan_values (nor
+                NaN in the value of a key some rows see, the rows that do not)
 Tolerances are oracle.py's, derived in docs/testing.md.
 """
 
@@ -299,8 +300,44 @@ def masked_nan_values(kernel, case):
     return None
 
 
+def partly_hidden_nan_values(kernel, case):
+    """NaN in the V rows of keys that some query rows of their kv head see and others do not
+    (causal with L > 1, per-row or per-head masks) changes no bit of a row that does not see
+    them: a key a row does not see never enters it, even through 0 x NaN."""
+    sp = case.spec
+    kr = None if case.key_ranges is None else np.array(case.key_ranges).astype(np.int64)
+    vis = C.visibility(sp, case.np_mask(), kr)  # (NL|1, B, H_q, L, S)
+    G = sp.H_q // sp.H_kv
+    seen = vis.reshape(vis.shape[0], sp.B, sp.H_kv, G * sp.L, sp.S)
+    partly = seen.any(axis=-2) & ~seen.all(axis=-2)  # (NL|1, B, H_kv, S)
+    if not partly.any():
+        return None
+    rng = np.random.default_rng(sp.seed + 4)
+    one = np.zeros_like(partly)  # one such key per (layer, request, kv head), so some rows miss it
+    for at in np.argwhere(partly.any(axis=-1)):
+        keys = np.flatnonzero(partly[tuple(at)])
+        one[tuple(at) + (rng.choice(keys),)] = True
+    partly = one
+    clean = kernel.call(case)
+    dirty = kernel.call(case, v=_dirty(case, "v", partly, [np.nan], rng))
+    poisoned = np.repeat(partly, G, axis=2)[:, :, :, None, :]  # (NL|1, B, H_q, 1, S)
+    blind = vis.any(axis=-1) & ~(vis & poisoned).any(axis=-1)  # see keys, none of the NaN ones
+    rows = blind if case.layered else blind[0]
+    if not rows.any():
+        return None
+    why = compare.differs(clean, dirty, rows)
+    if why:
+        finding = "NaN in the value of a key some rows see reaches rows that do not see it (0 x NaN)"
+        raise Failure(f"{finding}: {why}", finding=finding)
+    return None
+
+
 # ---------------------------------------------------------------------------------------------
 # the registry
+
+
+# properties about keys a mask hides: they need a kernel that takes a mask or key ranges
+MASKED = ("masked_garbage", "masked_nan_values", "partly_hidden_nan_values", "fully_masked_row")
 
 
 @dataclass(frozen=True)
@@ -333,7 +370,7 @@ class Property:
             return "gqa=no"
         if self.name == "mask_forms" and not ("bool" in sup.masks and ({"causal", "additive"} & set(sup.masks))):
             return "needs a boolean mask and causal or additive masks"
-        if self.name in ("masked_garbage", "masked_nan_values", "fully_masked_row") and not (
+        if self.name in MASKED and not (
                 {"bool", "additive"} & set(sup.masks) or sup.key_ranges):
             return "no mask that hides keys (boolean, additive or key ranges)"
         return None
@@ -341,7 +378,7 @@ class Property:
     def strategy(self, kernel, profile):
         needs = dict(self.needs)
         sup = kernel.supports
-        if self.name in ("masked_garbage", "masked_nan_values", "fully_masked_row"):
+        if self.name in MASKED:
             arrays = tuple(m for m in ("bool", "additive") if m in sup.masks)
             needs["masks"] = arrays or sup.masks
             if not arrays:
@@ -386,6 +423,7 @@ PROPERTIES = {p.name: p for p in (
     Property("mask_forms", "required", mask_forms, 0.5, ("masks",)),
     Property("fully_masked_row", "semantics", fully_masked_row, 0.5, ("masks",), {"masked_row": True}),
     Property("masked_nan_values", "semantics", masked_nan_values, 0.5, ("masks",), {"holes": True}),
+    Property("partly_hidden_nan_values", "semantics", partly_hidden_nan_values, 0.5, ("masks",), {"holes": True}),
 )}
 
 

@@ -131,6 +131,8 @@ def test_mx_fast_sdpa_findings(tmp_path, capfd):
     assert "mean of V" in props["fully_masked_row"]["finding"]
     assert props["masked_nan_values"]["status"] == "fail"
     assert "NaN or Inf in a masked-out value row" in props["masked_nan_values"]["finding"]
+    assert props["partly_hidden_nan_values"]["status"] == "fail"
+    assert "rows that do not see it" in props["partly_hidden_nan_values"]["finding"]
     assert props["quantized_parity"]["status"] == "n/a" and props["layer_invariance"]["status"] == "n/a"
     assert "Traceback" not in out and "mean of V over all keys" in out
     assert (tmp_path / "report.md").read_text().startswith("# Conformance: `mlx.core:fast.scaled_dot_product_attention`")
@@ -170,7 +172,8 @@ def test_declared_supports_make_properties_na(tmp_path, capfd, monkeypatch):
     code, doc, out = report(tmp_path, capfd, "fa_kernels:decode_only", "--fa-supports", "gqa=no")
     status = {p: r["status"] for p, r in doc["properties"].items()}
     assert code == 0, out
-    for name in ("gqa", "masked_garbage", "fully_masked_row", "masked_nan_values", "mask_forms"):
+    for name in ("gqa", "masked_garbage", "fully_masked_row", "masked_nan_values", "partly_hidden_nan_values",
+                 "mask_forms"):
         assert status[name] == "n/a", (name, out)
     assert status["parity"] == status["batch_invariance"] == "pass"
     assert doc["supports"] == ["masks=none,causal", "max_L=1", "gqa=no"]
