@@ -13,7 +13,8 @@ What it does:
    tests/perf (-p no:xdist; on a GPU each test starts after NIGHTLY_WARMUP_S of GPU work,
    ci/nightly_warmup.py), and merges the passes: a row's time is the median of its passes'
    medians, and its ratio to each peer timed beside it the median of its passes' ratios;
-3. with no baseline for the chip, saves this run as its first (0001_<chip>.json) and says so;
+3. with no baseline for the chip, saves this run as its first (0001_<chip>.json) and says so
+   (on a GPU chip with no policy file, also tunes its schedule: first_policy);
 4. else compares with the newest baseline by fusedattend.benchmarks.perf_compare: a row fails past
    its limit only if it is also past it against its gauge, the peer timed beside it in the same
    process (MLX's SDPA for the bf16 rows, mlx_lm's quantized SDPA for the 4-bit ones); rows that
@@ -29,7 +30,8 @@ What it does:
 Environment: NIGHTLY_OUT, NIGHTLY_PASSES, NIGHTLY_AGAIN_PASSES, NIGHTLY_SUBSET (`small`, or a -k expression),
 NIGHTLY_STORAGE (the baseline folder; default the chip's), NIGHTLY_CHIP (the chip's name; default
 fusedattend.chip's), NIGHTLY_RUN (judge this earlier run.json instead of timing one: no second
-timing), NIGHTLY_WARMUP_S (GPU warm-up before each test, default 1 s), and ci/perf.sh's limits:
+timing), NIGHTLY_WARMUP_S (GPU warm-up before each test, default 1 s), NIGHTLY_TUNE and NIGHTLY_TUNE_S
+(first_policy), and ci/perf.sh's limits:
 PERF_FAIL (default 25%, 50% on cpu-* chips), PERF_HOST_FAIL (60%; 50% on cpu-*) for rows whose
 baseline call is under PERF_HOST_US (75 us on a GPU; none on a CPU).
 
@@ -278,6 +280,12 @@ def summary_markdown(report: dict) -> str:
         lines += [f"No baseline for `{report['chip']}` under `{report['storage']}`: this run is its first, saved as "
                   f"`{report['saved_baseline']}`. Commit it in a pull request (docs/ci.md, \"Promoting a baseline\"); "
                   "later runs are compared with it.", ""]
+        policy = report.get("policy") or {}
+        if policy.get("status") == "written":
+            lines += [f"Its first schedule policy is `{policy['file']}` (log `{policy['log']}`): commit it as "
+                      f"`{policy['target']}` in the same pull request.", ""]
+        elif policy.get("status") == "failed":
+            lines += [f"Tuning its schedule failed: {policy['why']}.", ""]
     elif report.get("baseline"):
         lines.append(f"- baseline: `{report['baseline']}` (commit {report['baseline_commit']}, {report['baseline_date']})")
     lines += [f"- this run: commit {report['run_commit']}, mlx {report['mlx']}, device {report['device']}, "
@@ -396,6 +404,36 @@ def write_report(report: dict, out: Path):
     log(f"wrote {out / 'summary.md'}, {out / 'nightly.json'}" + (f", {out / 'nightly.png'}" if report["plot"] else ""))
 
 
+# ------------------------------------------------------------------------------------------ policy
+
+TUNE_COMMAND = [sys.executable, "-m", "fusedattend", "tune"]
+
+
+def first_policy(chip: str, out: Path, on_gpu: bool):
+    """A first baseline on a GPU chip with no policy file of its own also tunes its schedule:
+    `python -m fusedattend tune` writes out/policy.json, promoted by a pull request into
+    fusedattend/gpu/policies/<chip>.json. NIGHTLY_TUNE: `auto` (default: on a GPU without a
+    policy), `1` (always), `0` (never); NIGHTLY_TUNE_S: its budget in seconds (default 600).
+    Returns what happened, for the report and summary; a failed tune fails nothing else."""
+    from fusedattend.gpu import schedule
+
+    mode = os.environ.get("NIGHTLY_TUNE", "auto").strip() or "auto"
+    if mode not in ("auto", "0", "1"):
+        return {"status": "skipped", "why": f"NIGHTLY_TUNE must be auto, 0 or 1, got {mode!r}"}
+    existing = schedule.chip_policy_path(chip)
+    if mode == "0" or (mode == "auto" and (not on_gpu or existing.exists())):
+        why = "NIGHTLY_TUNE=0" if mode == "0" else ("no GPU" if not on_gpu else f"{existing} exists")
+        return {"status": "skipped", "why": why}
+    path = out / "policy.json"
+    command = TUNE_COMMAND + ["--budget", os.environ.get("NIGHTLY_TUNE_S") or "600", "--out", str(path)]
+    log("tuning this chip's schedule: " + " ".join(command[1:]))
+    with open(out / "tune.log", "w") as log_file:
+        code = subprocess.run(command, cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT).returncode
+    if code != 0 or not path.exists():
+        return {"status": "failed", "why": f"tune exited {code} (tune.log)", "log": "tune.log"}
+    return {"status": "written", "file": "policy.json", "log": "tune.log", "target": str(existing)}
+
+
 # ------------------------------------------------------------------------------------------ main
 
 def run(options) -> int:
@@ -460,6 +498,7 @@ def run(options) -> int:
         report.update(status="first-baseline", exit_code=0, saved_baseline=str(saved),
                       rows=rows_of(None, run_path, None, [], [], limits))
         log(f"no baseline for {chip}: recorded the first, {saved}")
+        report["policy"] = first_policy(chip, out, on_gpu=mx.default_device() == mx.gpu)
         write_report(report, out)
         return 0
 

@@ -13,6 +13,7 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -295,3 +296,42 @@ def test_nightly_sh_is_executable_and_helps():
     out = subprocess.run([str(NIGHTLY_SH), "--help"], capture_output=True, text=True, check=True).stdout
     assert "NIGHTLY_PASSES" in out and "promote" in out
     assert shutil.which("bash")
+
+
+# --------------------------------------------------------------------- a first policy with the first baseline
+
+WRITES_OUT = ("import sys; a = sys.argv; open(a[a.index('--out') + 1], 'w').write('{}')")
+
+
+def test_first_policy_is_tuned_only_on_a_gpu_without_one(tmp_path, monkeypatch):
+    monkeypatch.delenv("NIGHTLY_TUNE", raising=False)
+    monkeypatch.setenv("FUSEDATTEND_POLICY_DIR", str(tmp_path / "policies"))
+    assert nightly.first_policy("cpu-x", tmp_path, on_gpu=False) == {"status": "skipped", "why": "no GPU"}
+    monkeypatch.setattr(nightly, "TUNE_COMMAND", [sys.executable, "-c", WRITES_OUT])
+    got = nightly.first_policy("gpu-x", tmp_path, on_gpu=True)
+    assert got["status"] == "written" and (tmp_path / "policy.json").read_text() == "{}"
+    assert got["target"] == str(tmp_path / "policies" / "gpu-x.json")
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "gpu-x.json").write_text("{}")
+    assert nightly.first_policy("gpu-x", tmp_path, on_gpu=True)["status"] == "skipped"  # it has one
+    monkeypatch.setenv("NIGHTLY_TUNE", "0")
+    assert nightly.first_policy("gpu-y", tmp_path, on_gpu=True)["why"] == "NIGHTLY_TUNE=0"
+    monkeypatch.setenv("NIGHTLY_TUNE", "1")
+    monkeypatch.setattr(nightly, "TUNE_COMMAND", [sys.executable, "-c", "raise SystemExit(2)"])
+    (tmp_path / "policy.json").unlink()
+    failed = nightly.first_policy("cpu-x", tmp_path, on_gpu=False)
+    assert failed["status"] == "failed" and "exited 2" in failed["why"]
+    monkeypatch.setenv("NIGHTLY_TUNE", "yes")
+    assert "NIGHTLY_TUNE must be" in nightly.first_policy("gpu-z", tmp_path, on_gpu=True)["why"]
+
+
+def test_the_summary_names_the_policy_to_commit():
+    report = {"chip": "gpu-x", "status": "first-baseline", "storage": "s", "saved_baseline": "s/0001_gpu-x.json",
+              "limits": {"fail": 25.0, "host_bound_fail": 60.0, "host_bound_us": 75.0}, "rows": [], "passes": 1,
+              "run_commit": "abc", "mlx": "0.32.4", "device": "Device(gpu, 0)",
+              "policy": {"status": "written", "file": "policy.json", "log": "tune.log",
+                         "target": "fusedattend/gpu/policies/gpu-x.json"}}
+    text = nightly.summary_markdown(report)
+    assert "`policy.json`" in text and "`fusedattend/gpu/policies/gpu-x.json`" in text
+    report["policy"] = {"status": "failed", "why": "tune exited 2 (tune.log)"}
+    assert "Tuning its schedule failed: tune exited 2" in nightly.summary_markdown(report)
