@@ -24,6 +24,8 @@
 import mlx.core as mx
 import numpy as np
 import pytest
+
+import fusedattend as fa
 from hypothesis import assume, given, target
 from hypothesis import strategies as st
 
@@ -31,6 +33,7 @@ from fusedattend.conformance import oracle
 from tests.property.strategies import (
     examples,
     attention_cases,
+    np_kv,
     oracle_of,
     quantized_cases,
     run_case,
@@ -247,16 +250,9 @@ WEIGHT_SEEN = 1e-30
 
 def _key_weights(case, vis, l, b, h, j):
     """float64 softmax weight of key j in each row (G, L) of kv head h of layer l, request b."""
-    NL, B, H_q, H_kv, L, S, D = case.dims
-    G = H_q // H_kv
-    q = _five(to_np(case.q), case.layered)[l, b, h * G:(h + 1) * G].astype(np.float64)
-    k = _five(to_np(case.k), case.layered)[l, b, h].astype(np.float64)
-    s = (D ** -0.5 if case.scale is None else case.scale) * q @ k.T  # (G, L, S)
-    if case.mask_kind == "additive":
-        s = s + _additive_mask(case, vis.shape)[l, b, h * G:(h + 1) * G]
-    with np.errstate(invalid="ignore"):
-        s = np.where(vis[l, b, h * G:(h + 1) * G], s, -np.inf)
-        return np.exp(s[..., j] - s.max(axis=-1))
+    G = case.dims[2] // case.dims[3]
+    mask5 = _additive_mask(case, vis.shape) if case.mask_kind == "additive" else None
+    return _weights64(case, vis, mask5)[l, b, h * G:(h + 1) * G, :, j]
 
 
 def check_poisoned_rows(case, backend, which, where):
@@ -283,8 +279,6 @@ def _weights64(case, vis, mask5):
     a key; mask5 is the additive mask (5-D) or None."""
     NL, B, H_q, H_kv, L, S, D = case.dims
     G = H_q // H_kv
-    from tests.property.strategies import np_kv
-
     q = _five(to_np(case.q), case.layered).astype(np.float64)
     k = _five(np_kv(case)[0], case.layered).astype(np.float64)[:, :, np.arange(H_q) // G]
     scale = D ** -0.5 if case.scale is None else case.scale
@@ -395,7 +389,6 @@ def test_the_two_reported_leaks(backend):
     clean = rng.standard_normal((1, 1, 4, 64)).astype(np.float32)
     dirty = clean.copy()
     dirty[0, 0, 3] = np.nan
-    import fusedattend as fa
 
     def run(v, mask):
         return np.array(fa.decode_attention(q, k, mx.array(v), mask=mask, backend=backend))
@@ -413,8 +406,6 @@ def check_zero_weight_values_skipped(backend, quantized, pattern, dtype=mx.bfloa
                     merge: its own state weighs its keys, the merge must skip it);
       dominant_key: no mask, key 0 scores ~400 above the rest (their weights underflow).
     """
-    import fusedattend as fa
-
     rng = np.random.default_rng(3)
     B, H_q, H_kv, S, D = 1, 4, 2, 300, 64
     q = rng.standard_normal((B, H_q, 1, D)).astype(np.float32)
@@ -427,25 +418,18 @@ def check_zero_weight_values_skipped(backend, quantized, pattern, dtype=mx.bfloa
         q[:] = 1.0
         k[:, :, 0] = 50.0  # 1/8 * 64 * 50 = 400 above keys scoring about 0
         poisoned = 5
-    q, k = mx.array(q).astype(dtype), mx.array(k).astype(dtype)
+    q, k, v = (mx.array(x).astype(dtype) for x in (q, k, v))
     if quantized:
-        kq, vq = fa.quantize_kv(k, group_size=32), fa.quantize_kv(mx.array(v).astype(dtype), group_size=32)
-        codes, scales, biases = vq
+        call, keys, clean_v = fa.quantized_decode_attention, fa.quantize_kv(k, group_size=32), fa.quantize_kv(v, group_size=32)
+        codes, scales, biases = clean_v
         sc = to_np(scales)
         sc[:, :, poisoned] = np.nan
-        dirty = (codes, to_mx(sc, scales.dtype), biases)
-
-        def run(vv):
-            return fa.quantized_decode_attention(q, kq, vv, group_size=32, mask=mask, backend=backend)
-        clean_v = vq
+        dirty, kw = (codes, to_mx(sc, scales.dtype), biases), {"group_size": 32}
     else:
-        bad = v.copy()
+        bad = to_np(v)
         bad[:, :, poisoned] = np.nan
-        clean_v, dirty = mx.array(v).astype(dtype), mx.array(bad).astype(dtype)
-
-        def run(vv):
-            return fa.decode_attention(q, k, vv, mask=mask, backend=backend)
-    clean, out = run(clean_v), run(dirty)
+        call, keys, clean_v, dirty, kw = fa.decode_attention, k, v, to_mx(bad, v.dtype), {}
+    clean, out = (call(q, keys, vv, mask=mask, backend=backend, **kw) for vv in (clean_v, dirty))
     assert mx.array_equal(clean, out), f"{pattern}: a value weighed 0 reached the output ({backend})"
 
 
