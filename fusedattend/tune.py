@@ -124,23 +124,31 @@ def _parse(argv):
 
 
 @contextlib.contextmanager
-def policy_in_force(policy: schedule.Policy):
-    """`policy` as the schedule's, for the block: a fresh FUSEDATTEND_SCHEDULE file (a new path,
-    so new Schedules and replays: each is keyed by it)."""
-    fd, path = tempfile.mkstemp(prefix="fusedattend-tune-", suffix=".json")
+def schedule_file(values: dict):
+    """The policy of `values` (Policy fields) as the schedule's, for the block: a fresh JSON file
+    that FUSEDATTEND_SCHEDULE names (a new path, so a new Policy, new Schedules and new replays:
+    each is keyed by it). Blocks nest; a bad field fails on entry, naming it. Yields the policy."""
+    fd, path = tempfile.mkstemp(prefix="fusedattend-schedule-", suffix=".json")
     with os.fdopen(fd, "w") as f:
-        json.dump(dataclasses.asdict(policy), f)
+        json.dump(values, f)
     saved = os.environ.get(schedule.SCHEDULE_ENV)
     os.environ[schedule.SCHEDULE_ENV] = path
     try:
-        assert schedule.current_policy() == policy
-        yield policy
+        yield schedule.current_policy()
     finally:
         if saved is None:
             os.environ.pop(schedule.SCHEDULE_ENV, None)
         else:
             os.environ[schedule.SCHEDULE_ENV] = saved
         os.unlink(path)
+
+
+@contextlib.contextmanager
+def policy_in_force(policy: schedule.Policy):
+    """`policy` as the schedule's, for the block (schedule_file)."""
+    with schedule_file(dataclasses.asdict(policy)) as loaded:
+        assert loaded == policy
+        yield policy
 
 
 def _call(case, backend):
