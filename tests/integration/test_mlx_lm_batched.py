@@ -36,13 +36,6 @@ OUTPUT_TOLERANCE = {mx.float32: 1e-5, mx.bfloat16: 8e-3}
 STEPS = [((1, 7, 64), 1), ((255, 256, 257), 1), ((40, 3), 3), ((8, 1, 17, 9), 8), ((5,), 1)]
 
 
-@pytest.fixture
-def patched(backend):
-    restore = fusedattend.patch_mlx_lm(backend=backend)
-    yield
-    restore()
-
-
 def requests_and_batch(lengths, dtype, seed):
     """Per request a KVCache of its own random keys; the left-padded BatchKVCache that mlx_lm's
     merge makes of them (as BatchGenerator does when requests join)."""

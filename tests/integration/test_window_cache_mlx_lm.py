@@ -46,17 +46,12 @@ def alone(model, prompt, max_tokens=TOKENS, prefill_step_size=2048):
     return [int(t) for t, _ in steps], np.stack([np.array(lp) for _, lp in steps])
 
 
-@pytest.fixture
-def patched(backend):
-    restore = fa.patch_mlx_lm(backend=backend)
-    yield
-    restore()
-
-
-def test_generate_step_against_float64_attention(model, backend, monkeypatch):
-    prompt = mx.random.randint(0, VOCAB, (37,), key=mx.random.key(5)).tolist()
+def check_against_float64_attention(model, module, prompt, backend, monkeypatch):
+    """Patched generation over the window cache gives the tokens, and within the prompt
+    tolerance the log-probabilities, of the same model unpatched with float64 attention in
+    `module`'s (the model's mlx_lm module) place."""
     with monkeypatch.context() as m:
-        m.setattr(llama, "scaled_dot_product_attention", oracle_attention)
+        m.setattr(module, "scaled_dot_product_attention", oracle_attention)
         want_tokens, want = alone(model, prompt)
     restore = fa.patch_mlx_lm(backend=backend)
     try:
@@ -65,6 +60,11 @@ def test_generate_step_against_float64_attention(model, backend, monkeypatch):
         restore()
     assert got_tokens == want_tokens
     assert_close(got, want, PROMPT_TOLERANCE[mx.float32])
+
+
+def test_generate_step_against_float64_attention(model, backend, monkeypatch):
+    prompt = mx.random.randint(0, VOCAB, (37,), key=mx.random.key(5)).tolist()
+    check_against_float64_attention(model, llama, prompt, backend, monkeypatch)
 
 
 def test_decode_steps_take_the_windowed_call(model, monkeypatch, patched):
@@ -113,16 +113,7 @@ def test_qwen3_against_float64_attention(backend, monkeypatch):
         tie_word_embeddings=False))
     mx.eval(model.parameters())
     prompt = mx.random.randint(0, VOCAB, (19,), key=mx.random.key(9)).tolist()
-    with monkeypatch.context() as m:
-        m.setattr(qwen3, "scaled_dot_product_attention", oracle_attention)
-        want_tokens, want = alone(model, prompt)
-    restore = fa.patch_mlx_lm(backend=backend)
-    try:
-        got_tokens, got = alone(model, prompt)
-    finally:
-        restore()
-    assert got_tokens == want_tokens
-    assert_close(got, want, PROMPT_TOLERANCE[mx.float32])
+    check_against_float64_attention(model, qwen3, prompt, backend, monkeypatch)
 
 
 @pytest.mark.parametrize("prefill_step_size", [2048, 5], ids=["one-chunk", "chunks-of-5"])
