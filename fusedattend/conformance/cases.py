@@ -182,13 +182,15 @@ def quantizable(supports):
             if D % gs == 0 and D % 32 == 0]
 
 
-def _edges(limit):
+def power_of_two_edges(limit, past=0):
+    """1, 2, 3 and each power of two p <= limit with p - 1 and p + 1: the lengths where block and
+    tile edges fall; those above limit + past are left out."""
     out = {1, 2, 3}
     p = 4
     while p <= limit:
         out |= {p - 1, p, p + 1}
         p *= 2
-    return sorted(x for x in out if x <= limit)
+    return sorted(x for x in out if x <= limit + past)
 
 
 def specs(kernel, profile, *, quantized=False, masks=None, min_B=1, gqa=None, layered=None,
@@ -223,7 +225,7 @@ def specs(kernel, profile, *, quantized=False, masks=None, min_B=1, gqa=None, la
         B = draw(st.integers(min_B, max(min_B, min(sup.max_B, 3))))
         H_kv = draw(st.sampled_from((1, 2)))
         G = draw(st.sampled_from((2, 4) if gqa else ((1, 2, 4) if sup.gqa else (1,))))
-        S = draw(st.one_of(st.integers(1, min(64, s_limit)), st.sampled_from(_edges(s_limit))))
+        S = draw(st.one_of(st.integers(1, min(64, s_limit)), st.sampled_from(power_of_two_edges(s_limit))))
         L = draw(st.integers(1, min(sup.max_L, 8)))
         mask = draw(st.sampled_from(kinds))
         kr = key_ranges if key_ranges is not None else (sup.key_ranges and draw(st.booleans()))

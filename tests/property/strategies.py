@@ -26,6 +26,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from fusedattend import KeyRanges
+from fusedattend.conformance.cases import power_of_two_edges
 
 DTYPES = (mx.float32, mx.float16, mx.bfloat16)
 DTYPE_NAMES = {mx.float32: "float32", mx.float16: "float16", mx.bfloat16: "bfloat16"}
@@ -48,12 +49,7 @@ def wide() -> bool:
 
 
 def _edges(limit):
-    out = {1, 2, 3}
-    p = 4
-    while p <= limit:
-        out |= {p - 1, p, p + 1}
-        p *= 2
-    return sorted(x for x in out if x <= limit + 1)
+    return power_of_two_edges(limit, past=1)  # and limit + 1 where limit is a power of two
 
 
 def seq_lens(max_small=64):
