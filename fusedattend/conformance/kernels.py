@@ -23,6 +23,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field, replace
 
+from . import watchdog
+
 CONVENTIONS = {
     "sdpa": "f(q, k, v, *, scale, mask): mx.fast.scaled_dot_product_attention's",
     "fusedattend": "f(q, k, v, *, scale, mask, key_ranges): fusedattend.decode_attention's, layer axis optional",
@@ -165,6 +167,7 @@ class Kernel:
     convention: str
     fn: object
     supports: Supports = field(default_factory=Supports)
+    timeout: float = 120.0  # seconds one call may take before the run stops as hung (watchdog.py)
 
     @property
     def plain(self):
@@ -198,9 +201,10 @@ class Kernel:
         # which would change the case for the calls after it
         args = (mx.array(args[0]),) + args[1:]
         try:
-            out = self.fn(*args, **kwargs)
-            if isinstance(out, mx.array):
-                mx.eval(out)
+            with watchdog.bounded(self.timeout, repr(case.spec)):
+                out = self.fn(*args, **kwargs)
+                if isinstance(out, mx.array):
+                    mx.eval(out)
         except (ValueError, TypeError) as e:
             raise Refused(f"{type(e).__name__}: {e}") from None
         except Exception as e:

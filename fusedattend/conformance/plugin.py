@@ -9,7 +9,8 @@ Without --fa-kernel it only adds its options: every pytest run of an environment
 fusedattend loads it, so it must change nothing there. With it, a problem with the kernel
 (a missing module or attribute, something not callable, an unknown convention or supports key,
 a kernel that crashes or returns the wrong shape or dtype on the smallest case) is a usage
-error of one line each; a failing property is a line of what broke and a reproducer, not a
+error of one line each; a call that does not return within --fa-timeout ends the run with one
+line (watchdog.py); a failing property is a line of what broke and a reproducer, not a
 traceback.
 """
 
@@ -35,6 +36,9 @@ def pytest_addoption(parser):
                     "properties needing more are n/a")
     group.addoption("--fa-profile", default="default", choices=("quick", "default", "nightly"),
                     help="how many examples a property draws (quick: about a minute on 2 cores)")
+    group.addoption("--fa-timeout", type=float, default=120.0, metavar="SECONDS",
+                    help="a kernel call taking longer ends the run as hung, with one line and exit status 3 "
+                    "(default 120; 0: no bound)")
     group.addoption("--fa-report", default=None, metavar="PATH.json",
                     help="write the report as JSON there, and its markdown twin beside it (PATH.md)")
 
@@ -56,6 +60,7 @@ def _load_kernel(config):
     kernel = None
     try:
         kernel = kernels.load(spec, convention, config.getoption("--fa-supports"))
+        kernel.timeout = config.getoption("--fa-timeout")
     except kernels.KernelError as e:
         if str(e) not in problems:
             problems.append(str(e))
@@ -99,6 +104,11 @@ def pytest_configure(config):
         return
     from . import cases, session
 
+    from . import watchdog
+
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:  # else the hang line would go to pytest's capture file, lost on exit
+        watchdog.release_output = lambda: capture.suspend_global_capture(in_=False)
     session.kernel = _load_kernel(config)
     session.profile = cases.PROFILES[config.getoption("--fa-profile")]
     config.pluginmanager.register(Reporter(config, session.kernel), "fusedattend-conformance-reporter")

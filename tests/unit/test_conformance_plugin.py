@@ -192,3 +192,33 @@ def test_fusedattend_backend_conforms(tmp_path, capfd, backend, quantized):
     status = {p: r["status"] for p, r in doc["properties"].items()}
     assert code == 0 and set(status.values()) == {"pass", "n/a"}, out
     assert status["quantized_parity" if quantized else "layer_invariance"] == "pass"
+
+
+HANGS = textwrap.dedent("""
+    import time
+    import mlx.core as mx
+    def hangs_past_four_keys(q, k, v, *, scale, mask):
+        if k.shape[-2] > 4:  # the smoke call (S = 4) returns; the first property's case does not
+            time.sleep(600)
+        return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+""")
+
+
+def test_a_hung_kernel_ends_the_run_with_one_line(tmp_path):
+    import subprocess
+    import time
+
+    (tmp_path / "fa_hangs.py").write_text(HANGS)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    plugin_arg = [] if not _plugins() else ["-p", "fusedattend.conformance.plugin"]
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", *plugin_arg, "-c", str(tmp_path / "pytest.ini"), "--rootdir", str(tmp_path),
+         "--noconftest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q", "--pyargs", "fusedattend.conformance",
+         "--fa-kernel", "fa_hangs:hangs_past_four_keys", "--fa-profile", "quick", "--fa-timeout", "3"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**__import__("os").environ, "PYTHONPATH": str(tmp_path), "MLX_DEVICE": "cpu"})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 3, out
+    assert "the kernel did not return within 3 s on Spec(" in out and "Traceback" not in out, out
+    assert time.monotonic() - start < 120, out
