@@ -3,6 +3,7 @@ MLX's own attention and on each fusedattend backend available here, and the summ
 
     python tools/conformance_reports.py                    # this machine's targets, default profile
     python tools/conformance_reports.py --profile quick    # faster
+    python tools/conformance_reports.py --only mx-fast-sdpa fusedattend-cuda   # some targets
     python tools/conformance_reports.py --summary-only     # rebuild docs/conformance/README.md and the
                                                            # README's semantics table from the JSON
 
@@ -178,6 +179,8 @@ def main(argv=None):
     ap.add_argument("--profile", default="default", choices=("quick", "default", "nightly"))
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--summary-only", action="store_true")
+    ap.add_argument("--only", nargs="+", metavar="NAME", choices=[t[0] for t in TARGETS],
+                    help="run these targets only (e.g. on a GPU machine: mx-fast-sdpa fusedattend-cuda)")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.summary_only:
@@ -185,7 +188,7 @@ def main(argv=None):
 
         available = fusedattend.available_backends()
         for name, kernel, convention, supports, backend in TARGETS:
-            if backend is None or backend in available:
+            if (backend is None or backend in available) and (not args.only or name in args.only):
                 run(name, kernel, convention, supports, backend, args.profile, args.out)
     summary(args.out)
     if args.out.resolve() == OUT.resolve():
