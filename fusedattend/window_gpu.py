@@ -34,33 +34,26 @@ def _policy(base):
                                plain_long_blocks_from_s=2**62, plain_longer_blocks_from_s=2**62)
 
 
-# (format, shapes but S, dtypes, scale, mask kind, key ranges or not, blocks, policy) -> the decode
-# kernel, its call's arguments and the function that orders the arrays into its inputs: a decode
-# loop repeats one key a step, so the launch set-up runs once (as fusedattend.gpu's replays do).
+# (format, shapes but S, dtypes, scale, mask kind, key ranges or not, blocks, policy) -> the
+# launch's split_launcher pair: a decode loop repeats one key a step, so the set-up runs once (as
+# fusedattend.gpu's replays do); the pair holds none of the caller's arrays.
 _LAUNCHES = {}
 _LAUNCHES_MAX = 256
 
 
-def _partials(problem: Problem, quantized: bool, policy):
+def _split(problem: Problem, quantized: bool, policy):
     from .gpu import launch, schedule
 
-    arrays = problem.arrays
-    S = problem.shape[5]
     key = (quantized, problem.q.shape, problem.q.dtype, problem.scale, problem.mask.kind, problem.key_ranges is None,
-           problem.bits, problem.group_size, problem.layered, schedule.key_schedule(S, plain_matrix=False, policy=policy),
-           policy, tuple((a.shape[:-2], a.shape[-1], a.dtype) for a in arrays[1:]))
+           problem.bits, problem.group_size, problem.layered,
+           schedule.key_schedule(problem.shape[5], plain_matrix=False, policy=policy), policy,
+           tuple((a.shape[:-2], a.shape[-1], a.dtype) for a in problem.arrays[1:]))
     known = _LAUNCHES.get(key)
     if known is None:
-        sched, inputs_of = launch._launch_common(problem, quantized=quantized, policy=policy)
-        decode = launch._kernel(sched.name, sched.input_names, sched.output_names, sched.body_file, sched.defines,
-                                sched.launch_bounds, sched.constants)
-        merge = launch._kernel("fa_merge_partials", ("out_partial", "stats_partial"), ("out",),
-                               "merge_partials.metal", constants=sched.merge.constants)
         if len(_LAUNCHES) >= _LAUNCHES_MAX:
             _LAUNCHES.clear()
-        known = _LAUNCHES[key] = (decode, launch.kernel_args(sched), inputs_of, merge, launch.merge_args(sched))
-    decode, args, inputs_of, merge, merge_args = known
-    return decode(inputs=inputs_of(arrays), **args), (merge, merge_args)
+        known = _LAUNCHES[key] = launch.split_launcher(problem, quantized=quantized, policy=policy)
+    return known
 
 
 def attend(window: Problem, quantized: Problem, w_lens, causal: bool):
@@ -73,11 +66,11 @@ def attend(window: Problem, quantized: Problem, w_lens, causal: bool):
         return None
     policy = _policy(schedule.current_policy())
     window = window._replace(mask=CAUSAL_MASK if causal else NO_MASK)
-    (out_w, stats_w), (merge, merge_args) = _partials(window, False, policy)
-    if quantized is None:
-        out, stats = out_w, stats_w
-    else:
-        (out_q, stats_q), _ = _partials(quantized._replace(mask=NO_MASK), True, policy)
-        out = mx.concatenate([out_q, out_w], axis=3)  # (N, H_q, L, blocks, D): quantized blocks first
-        stats = mx.concatenate([stats_q, stats_w], axis=3)
-    return merge(inputs=[out, stats], **merge_args)[0]
+    window_partials, merged = _split(window, False, policy)
+    out, stats = window_partials(*window.arrays)
+    if quantized is not None:
+        quantized = quantized._replace(mask=NO_MASK)
+        out_q, stats_q = _split(quantized, True, policy)[0](*quantized.arrays)
+        out = mx.concatenate([out_q, out], axis=3)  # (N, H_q, L, blocks, D): quantized blocks first
+        stats = mx.concatenate([stats_q, stats], axis=3)
+    return merged(out, stats)

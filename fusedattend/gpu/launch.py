@@ -133,6 +133,36 @@ def decode_launch(problem: Problem, *, quantized: bool, policy: Optional[schedul
     return described
 
 
+def _decode_kernel(sched: schedule.Schedule):
+    return _kernel(sched.name, sched.input_names, sched.output_names, sched.body_file, sched.defines,
+                   sched.launch_bounds, sched.constants)
+
+
+def _merge_kernel(sched: schedule.Schedule):
+    return _kernel("fa_merge_partials", ("out_partial", "stats_partial"), ("out",), "merge_partials.metal",
+                   constants=sched.merge.constants)
+
+
+def split_launcher(problem: Problem, *, quantized: bool, policy: schedule.Policy):
+    """A split schedule's two launches apart: (the function of the caller's arrays that returns
+    the blocks' (out_partial, stats_partial), the function of those that merges them). For a
+    caller that merges the blocks of several launches (window_gpu), whose policy must split:
+    ValueError if it gives this problem one pass."""
+    sched, inputs_of = _launch_common(problem, quantized=quantized, policy=policy)
+    if sched.single_pass:
+        raise ValueError("split_launcher: the policy gives this problem a single pass, with no blocks to merge")
+    decode, decode_args = _decode_kernel(sched), kernel_args(sched)
+    merge, merging = _merge_kernel(sched), merge_args(sched)
+
+    def partials(*arrays):
+        return decode(inputs=inputs_of(arrays), **decode_args)
+
+    def merged(out_partial, stats_partial):
+        return merge(inputs=[out_partial, stats_partial], **merging)[0]
+
+    return partials, merged
+
+
 def launcher(problem: Problem, *, quantized: bool, policy: Optional[schedule.Policy] = None):
     """The function of the caller's arrays (`Problem.arrays`) that launches the problem's kernels,
     everything else fixed. It takes any arrays of the problem's shapes and dtypes. Returns the
@@ -141,19 +171,15 @@ def launcher(problem: Problem, *, quantized: bool, policy: Optional[schedule.Pol
     if problem.shape[0] * problem.shape[1] > schedule.MAX_GRID_Z:
         return None
     sched, inputs_of = _launch_common(problem, quantized=quantized, policy=policy or schedule.current_policy())
-    decode = _kernel(sched.name, sched.input_names, sched.output_names, sched.body_file, sched.defines,
-                     sched.launch_bounds, sched.constants)
-    decode_args = kernel_args(sched)
+    decode, decode_args = _decode_kernel(sched), kernel_args(sched)
     if sched.single_pass:
         def launch_single(*arrays):
             return decode(inputs=inputs_of(arrays), **decode_args)[0]
 
         return launch_single
-    merge = _kernel("fa_merge_partials", ("out_partial", "stats_partial"), ("out",), "merge_partials.metal",
-                    constants=sched.merge.constants)
-    merging = merge_args(sched)
+    merge, merging = _merge_kernel(sched), merge_args(sched)
 
-    def launch_split(*arrays):
+    def launch_split(*arrays):  # split_launcher's two functions in one call: the hot path of a replay
         return merge(inputs=decode(inputs=inputs_of(arrays), **decode_args), **merging)[0]
 
     return launch_split
