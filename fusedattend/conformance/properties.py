@@ -160,8 +160,6 @@ def _hidden_keys(case):
 def _write(case, x, hidden, values, rng):
     """x (an array of the case's K/V layout, or a triple's scales/biases) with `values` drawn
     into the hidden keys' rows."""
-    import mlx.core as mx
-
     arr = C.to_np(x)
     lay = arr if case.layered else arr[None]
     garbage = rng.choice(np.asarray(values, np.float64), size=lay.shape)
