@@ -71,6 +71,15 @@ class Case:
     def np_mask(self):
         return np_mask(self.mask)
 
+    def np_key_ranges(self):
+        """The key ranges as an int64 (B, 2) numpy array of (start, length), or None. A caller
+        whose kernel takes key ranges in another form (an object) overrides this."""
+        return None if self.key_ranges is None else np.array(self.key_ranges).astype(np.int64)
+
+    def request_key_ranges(self, b):
+        """Request b's own key ranges, for a call of that request alone (None stays None)."""
+        return None if self.key_ranges is None else self.key_ranges[b:b + 1]
+
 
 def np_mask(mask):
     import mlx.core as mx
@@ -87,6 +96,13 @@ def to_np(x):
     if x.dtype in (mx.float32, mx.float16, mx.bfloat16):
         return np.array(x.astype(mx.float32)).astype(np.float64)
     return np.array(x)
+
+
+def dtype_name(x):
+    """The name of an MLX float array's dtype ("float32", "float16", "bfloat16")."""
+    import mlx.core as mx
+
+    return {mx.float32: "float32", mx.float16: "float16", mx.bfloat16: "bfloat16"}[x.dtype]
 
 
 def to_mx(a, dtype_name):
@@ -156,16 +172,44 @@ def oracle_of(case, mask=None, **kv):
     """(expected, stats) of the float64 oracle; `mask` (numpy) replaces the case's."""
     k, v = np_kv(case, **kv)
     m = case.np_mask() if mask is None else mask
-    kr = None if case.key_ranges is None else np.array(case.key_ranges).astype(np.int64)
-    return oracle.attention(to_np(case.q), k, v, scale=case.scale, mask=m, key_ranges=kr, stats=True)
+    return oracle.attention(to_np(case.q), k, v, scale=case.scale, mask=m, key_ranges=case.np_key_ranges(),
+                            stats=True)
 
 
 def seen_rows(case, mask_np=None):
     """Boolean, q's leading shape (…, H_q, L): rows that see at least one key."""
-    m = case.np_mask() if mask_np is None else mask_np
-    kr = None if case.key_ranges is None else np.array(case.key_ranges).astype(np.int64)
-    vis = visibility(case.spec, m, kr).any(axis=-1)
+    vis = case_visibility(case, mask_np).any(axis=-1)
     return vis if case.layered else vis[0]
+
+
+def key_range_ends(case):
+    """(B,) int64: where each request's key range ends (start + length)."""
+    kr = case.np_key_ranges()
+    return kr[:, 0] + kr[:, 1]
+
+
+def case_visibility(case, mask_np=None):
+    """(NL or 1, B, H_q, L, S) boolean: which key each query row of the case sees."""
+    return visibility(case.spec, case.np_mask() if mask_np is None else mask_np, case.np_key_ranges())
+
+
+def weights(case, mask_np=None):
+    """float64 softmax weights (NL or 1, B, H_q, L, S) of the case's keys in each query row, 0
+    where the row does not see the key; `mask_np` (numpy) replaces the case's mask."""
+    sp = case.spec
+    m = case.np_mask() if mask_np is None else mask_np
+    vis = case_visibility(case, m)
+    q = to_np(case.q) if case.layered else to_np(case.q)[None]
+    k = np_kv(case)[0]
+    k = (k if case.layered else k[None])[:, :, np.arange(sp.H_q) // (sp.H_q // sp.H_kv)]
+    scale = sp.D ** -0.5 if case.scale is None else case.scale
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = scale * q @ k.swapaxes(-1, -2)
+        if m is not None and not isinstance(m, str) and m.dtype != bool:
+            s = s + np.asarray(m, np.float64).reshape((1,) * (5 - m.ndim) + m.shape)
+        s = np.where(vis, s, -np.inf)
+        top = s.max(axis=-1, keepdims=True)
+        return np.where(vis, np.exp(s - np.where(top == -np.inf, 0.0, top)), 0.0)
 
 
 # ------------------------------------------------------------------------------------------------

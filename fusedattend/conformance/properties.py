@@ -11,8 +11,9 @@ take the input: conforming). Two kinds:
                 layer_invariance, slice_invariance, masked_garbage, gqa, determinism, mask_forms
     semantics   choices that legitimately differ between kernels, reported as findings:
                 fully_masked_row (fusedattend: zeros), masked_nan_values (NaN or Inf in a
-                masked-out value row never reaches the output), partly_hidden_nan_values (nor
-                NaN in the value of a key some rows see, the rows that do not)
+                masked-out value row never reaches the output), partly_hidden_nan_values (NaN
+                or Inf in the value of a key some rows see reaches the rows that weigh it, and
+                no row that does not see it or weighs it 0)
 Tolerances are oracle.py's, derived in docs/testing.md.
 """
 
@@ -59,16 +60,24 @@ def _take(x, axis, i):
     return x[tuple(idx)]
 
 
+def _request_mask(mask, b, B):
+    """Request b's part of an array mask: its request axis (fourth from the right, in front of
+    heads, rows and keys) sliced where it is full size; a mask broadcast over the requests (that
+    axis 1 or missing) serves each request as it is."""
+    if mask is None or isinstance(mask, str) or mask.ndim < 4 or mask.shape[-4] != B:
+        return mask
+    return _take(mask, mask.ndim - 4, b)
+
+
 def batch_invariance(kernel, case):
-    """Request b of a batch, bit for bit, is request b called alone (its mask rows, its key range)."""
+    """Request b of a batch, bit for bit, is request b called alone (its mask rows, its key
+    range), with a layer axis or without."""
     whole = kernel.call(case)
     axis = 1 if case.layered else 0
-    m = case.mask
-    for b in range(case.spec.B):
-        mask_b = m if m is None or isinstance(m, str) or m.shape[0] == 1 else m[b:b + 1]
-        kr_b = None if case.key_ranges is None else case.key_ranges[b:b + 1]
+    B = case.spec.B
+    for b in range(B):
         one = kernel.call(case, q=_take(case.q, axis, b), k=_take(case.k, axis, b), v=_take(case.v, axis, b),
-                          mask=mask_b, key_ranges=kr_b)
+                          mask=_request_mask(case.mask, b, B), key_ranges=case.request_key_ranges(b))
         why = compare.differs(_take(whole, axis, b), one)
         if why:
             raise Failure(f"request {b} of {case.spec.B} alone differs from its slice of the batch: {why}")
@@ -76,11 +85,11 @@ def batch_invariance(kernel, case):
 
 
 def layer_invariance(kernel, case):
-    """A call with a layer axis, bit for bit, is the stack of its layers' own 4-D calls."""
-    import mlx.core as mx
-
+    """A call with a layer axis, bit for bit, is the stack of its layers' own 4-D calls (each
+    with its layer's part of a 5-D mask)."""
     whole = kernel.call(case)
-    per = [kernel.call(case, q=case.q[l], k=_index(case.k, l), v=_index(case.v, l)) for l in range(case.spec.NL)]
+    per = [kernel.call(case, q=case.q[l], k=_index(case.k, l), v=_index(case.v, l), mask=_layer_mask(case.mask, l))
+           for l in range(case.spec.NL)]
     for l, one in enumerate(per):
         why = compare.differs(whole[l], one)
         if why:
@@ -90,6 +99,14 @@ def layer_invariance(kernel, case):
 
 def _index(x, l):
     return tuple(a[l] for a in x) if isinstance(x, tuple) else x[l]
+
+
+def _layer_mask(mask, l):
+    """Layer l's part of an array mask: a 5-D mask's layer axis indexed (its one layer where it
+    is broadcast); masks of fewer axes serve every layer."""
+    if mask is None or isinstance(mask, str) or mask.ndim < 5:
+        return mask
+    return mask[l] if mask.shape[0] > 1 else mask[0]
 
 
 def _in_longer_buffer(x, transposed, rng):
@@ -134,8 +151,7 @@ def slice_invariance(kernel, case):
 def _hidden_keys(case):
     """(NL|1, B, H_kv, S) boolean: keys no query row of the kv head sees; None when none is."""
     sp = case.spec
-    kr = None if case.key_ranges is None else np.array(case.key_ranges).astype(np.int64)
-    vis = C.visibility(sp, case.np_mask(), kr)
+    vis = C.case_visibility(case)
     G = sp.H_q // sp.H_kv
     hidden = ~vis.reshape(vis.shape[0], sp.B, sp.H_kv, G * sp.L, sp.S).any(axis=-2)
     return hidden if hidden.any() else None
@@ -144,14 +160,12 @@ def _hidden_keys(case):
 def _write(case, x, hidden, values, rng):
     """x (an array of the case's K/V layout, or a triple's scales/biases) with `values` drawn
     into the hidden keys' rows."""
-    import mlx.core as mx
-
     arr = C.to_np(x)
     lay = arr if case.layered else arr[None]
     garbage = rng.choice(np.asarray(values, np.float64), size=lay.shape)
     lay = np.where(hidden[..., None], garbage, lay)
     lay = lay if case.layered else lay[0]
-    return C.to_mx(lay, {mx.float32: "float32", mx.float16: "float16", mx.bfloat16: "bfloat16"}[x.dtype])
+    return C.to_mx(lay, C.dtype_name(x))
 
 
 def _dirty(case, which, hidden, values, rng):
@@ -160,6 +174,18 @@ def _dirty(case, which, hidden, values, rng):
         codes, scales, biases = x
         return (codes, _write(case, scales, hidden, values, rng), _write(case, biases, hidden, values, rng))
     return _write(case, x, hidden, values, rng)
+
+
+def _compared_rows(case, clean):
+    """The rows whose bits a garbage property compares (boolean over the leading (…, H_q, L)
+    axes): those that see a key, and those that see none where the clean call gives them exact
+    zeros (the kernel chose zeros: garbage must not make them anything else). A kernel with
+    another choice for them answers to fully_masked_row alone."""
+    seen = C.seen_rows(case)
+    blind = ~seen
+    if blind.any() and np.all(C.to_np(clean)[blind] == 0.0):
+        return np.ones_like(seen)
+    return seen
 
 
 def masked_garbage(kernel, case):
@@ -174,7 +200,7 @@ def masked_garbage(kernel, case):
     clean = kernel.call(case)
     k = _dirty(case, "k", hidden, [np.nan, np.inf, -np.inf, big, -big], rng)
     v = _dirty(case, "v", hidden, [big, -big], rng)
-    rows = C.seen_rows(case)  # a row that sees no key is fully_masked_row's
+    rows = _compared_rows(case, clean)
     why = compare.differs(clean, kernel.call(case, k=k, v=v), rows)
     if why:
         where = [what for what, kv in (("K (NaN, Inf, huge)", {"k": k}), ("V (huge finite)", {"v": v}))
@@ -230,30 +256,53 @@ def determinism(kernel, case):
 
 
 def mask_forms(kernel, case):
-    """"causal" is the explicit lower-right boolean mask (j <= S_end - L + i), and a boolean mask
-    is the additive 0 / -inf mask of the same pattern, within twice the parity tolerance."""
+    """"causal" is the explicit lower-right boolean mask (j <= S_end - L + i) within twice the
+    parity tolerance, and a boolean mask is the additive 0 / -inf mask of the same pattern (in
+    the queries' dtype and in float32) bit for bit."""
+    if case.spec.mask == "causal":
+        return _causal_is_explicit(kernel, case)
+    if case.spec.mask == "bool":
+        return _bool_is_additive(kernel, case)
+    return None
+
+
+def _causal_is_explicit(kernel, case):
+    """Within tolerance, not bits: a kernel may size its split over S from the causal bound,
+    which changes the float32 summation order."""
     import mlx.core as mx
 
     sp = case.spec
     expected, stats = C.oracle_of(case)
     tol = compare.tolerance(kernel, case, expected, stats, 2.0)
-    a = kernel.call(case)
-    if sp.mask == "causal":
-        explicit = mx.array((np.arange(sp.S)[None, :] <= sp.S - sp.L + np.arange(sp.L)[:, None])[None, None])
-        if case.key_ranges is not None:
-            kr = np.array(case.key_ranges).astype(np.int64)
-            end = (kr[:, 0] + kr[:, 1])[:, None, None, None]
-            explicit = mx.array(np.arange(sp.S) <= end - sp.L + np.arange(sp.L)[:, None])
-        b, what = kernel.call(case, mask=explicit), '"causal" and the explicit lower-right boolean mask'
-    else:
-        vis = np.array(case.mask)
-        b = kernel.call(case, mask=C.to_mx(np.where(vis, 0.0, -np.inf), sp.dtype))
-        what = "a boolean mask and the additive 0/-inf mask"
+    end = np.array([[[[sp.S]]]]) if case.key_ranges is None else C.key_range_ends(case)[:, None, None, None]
+    explicit = mx.array(np.arange(sp.S) <= end - sp.L + np.arange(sp.L)[:, None])  # (B|1, 1, L, S)
+    a, b = kernel.call(case), kernel.call(case, mask=explicit)
     ratio, err = compare.ratio(C.to_np(a), C.to_np(b), tol, C.seen_rows(case))
     compare.target(ratio, "mask forms err/tol")
     if ratio > 1.0:
-        raise Failure(f"{what} differ by {compare.off_by(err, ratio)}", ratio=ratio)
+        raise Failure(f'"causal" and the explicit lower-right boolean mask differ by {compare.off_by(err, ratio)}',
+                      ratio=ratio)
     return ratio
+
+
+def _bool_is_additive(kernel, case):
+    """Bits: adding +0.0 to a score is exact and both masks hide the same keys, so every float
+    operation sees the same operands; other bits mean other arithmetic per mask kind."""
+    from .kernels import Refused
+
+    vis = np.array(case.mask)
+    a = kernel.call(case)
+    for dtype in dict.fromkeys((case.dtype_name, "float32")):
+        try:
+            b = kernel.call(case, mask=C.to_mx(np.where(vis, 0.0, -np.inf), dtype))
+        except Refused:
+            if dtype == case.dtype_name:
+                raise
+            continue  # a kernel may take additive masks in the queries' dtype only
+        why = compare.differs(a, b, _compared_rows(case, a))
+        if why:
+            raise Failure(f"a boolean mask and the additive 0/-inf mask ({dtype}) differ: {why}")
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -293,42 +342,76 @@ def masked_nan_values(kernel, case):
     rng = np.random.default_rng(case.spec.seed + 3)
     clean = kernel.call(case)
     dirty = kernel.call(case, v=_dirty(case, "v", hidden, [np.nan, np.inf, -np.inf], rng))
-    why = compare.differs(clean, dirty, C.seen_rows(case))
+    why = compare.differs(clean, dirty, _compared_rows(case, clean))
     if why:
         finding = "NaN or Inf in a masked-out value row reaches the output (0 x NaN)"
         raise Failure(f"{finding}: {why}", finding=finding)
     return None
 
 
-def partly_hidden_nan_values(kernel, case):
-    """NaN in the V rows of keys that some query rows of their kv head see and others do not
-    (causal with L > 1, per-row or per-head masks) changes no bit of a row that does not see
-    them: a key a row does not see never enters it, even through 0 x NaN."""
+# A weight above this (float64) is far from float32's underflow (1e-38; a kernel's exp2 may flush
+# subnormals): a value it weighs reaches the row. A weight of exactly 0 in float64 is 0 in float32
+# too: its value is skipped. Between the two a float32 weight may or may not underflow: unspecified.
+WEIGHT_SEEN = 1e-30
+# An additive mask entry that keeps a key visible at a weight of exactly 0, finite in the dtype.
+UNDERFLOW = {"float32": -1e6, "bfloat16": -1e6, "float16": -3e4}
+
+
+def _underflowing_mask(case, vis, rng):
+    """The case's additive mask with UNDERFLOW at about half its visible entries, full shape
+    (…, H_q, L, S), in the mask's dtype."""
+    name = C.dtype_name(case.mask)
+    m = case.np_mask()
+    m = np.broadcast_to(m.reshape((1,) * (5 - m.ndim) + m.shape), vis.shape)
+    m = np.where(vis & (rng.random(vis.shape) < 0.5), UNDERFLOW[name], m)
+    return C.to_mx(m if case.layered else m[0], name)
+
+
+def _poisoned_keys(case, vis, rng):
+    """(NL|1, B, H_kv, S) boolean: up to three keys, drawn from those some query rows of their
+    kv head see and others do not, else from those some row sees; None when no row sees a key."""
     sp = case.spec
-    kr = None if case.key_ranges is None else np.array(case.key_ranges).astype(np.int64)
-    vis = C.visibility(sp, case.np_mask(), kr)  # (NL|1, B, H_q, L, S)
-    G = sp.H_q // sp.H_kv
-    seen = vis.reshape(vis.shape[0], sp.B, sp.H_kv, G * sp.L, sp.S)
-    partly = seen.any(axis=-2) & ~seen.all(axis=-2)  # (NL|1, B, H_kv, S)
-    if not partly.any():
+    seen = vis.reshape(vis.shape[0], sp.B, sp.H_kv, (sp.H_q // sp.H_kv) * sp.L, sp.S)
+    partly = seen.any(axis=-2) & ~seen.all(axis=-2)
+    pool = np.argwhere(partly if partly.any() else seen.any(axis=-2))
+    if not len(pool):
         return None
+    keys = np.zeros(partly.shape, bool)
+    for i in rng.choice(len(pool), size=min(3, len(pool)), replace=False):
+        keys[tuple(pool[i])] = True
+    return keys
+
+
+def partly_hidden_nan_values(kernel, case):
+    """NaN or +-Inf in the values of a few keys, those some query rows of their kv head see and
+    others do not where there are such (causal with L > 1, per-row or per-head masks), reaches
+    exactly the rows that weigh them: a row that does not see them, or weighs them 0 (on additive
+    masks, for half the seeds, entries that underflow the weight), keeps every bit, even through
+    0 x NaN; a row that weighs one above WEIGHT_SEEN is not finite in any column."""
+    sp = case.spec
     rng = np.random.default_rng(sp.seed + 4)
-    one = np.zeros_like(partly)  # one such key per (layer, request, kv head), so some rows miss it
-    for at in np.argwhere(partly.any(axis=-1)):
-        keys = np.flatnonzero(partly[tuple(at)])
-        one[tuple(at) + (rng.choice(keys),)] = True
-    partly = one
-    clean = kernel.call(case)
-    dirty = kernel.call(case, v=_dirty(case, "v", partly, [np.nan], rng))
-    poisoned = np.repeat(partly, G, axis=2)[:, :, :, None, :]  # (NL|1, B, H_q, 1, S)
-    blind = vis.any(axis=-1) & ~(vis & poisoned).any(axis=-1)  # see keys, none of the NaN ones
-    rows = blind if case.layered else blind[0]
-    if not rows.any():
+    vis = C.case_visibility(case)
+    keys = _poisoned_keys(case, vis, rng)
+    if keys is None:
         return None
-    why = compare.differs(clean, dirty, rows)
+    # the seed picks the garbage and, on additive masks, whether weights underflow: a caller
+    # with fixed cases covers each of the six by its seeds 0 to 5
+    garbage = (np.nan, np.inf, -np.inf)[sp.seed % 3]
+    over = {"mask": _underflowing_mask(case, vis, rng)} if sp.mask == "additive" and sp.seed // 3 % 2 else {}
+    clean = kernel.call(case, **over)
+    dirty = kernel.call(case, v=_dirty(case, "v", keys, [garbage], rng), **over)
+    G = sp.H_q // sp.H_kv
+    w = C.weights(case, C.np_mask(over.get("mask", case.mask)))
+    weigh = np.where(np.repeat(keys, G, axis=2)[:, :, :, None, :], w, 0.0).max(axis=-1)  # (NL|1, B, H_q, L)
+    weigh = weigh if case.layered else weigh[0]
+    why = compare.differs(clean, dirty, (weigh == 0) & _compared_rows(case, clean))
     if why:
-        finding = "NaN in the value of a key some rows see reaches rows that do not see it (0 x NaN)"
-        raise Failure(f"{finding}: {why}", finding=finding)
+        finding = "NaN or Inf in the value of a key some rows see reaches rows that do not see it or weigh it 0 (0 x NaN)"
+        raise Failure(f"{finding}: {garbage} there: {why}", finding=finding)
+    finite = np.isfinite(C.to_np(dirty)[weigh > WEIGHT_SEEN])
+    if finite.any():
+        finding = "NaN or Inf in the value of a key leaves finite outputs in rows that weigh it"
+        raise Failure(f"{finding}: {garbage} there, {int(finite.sum())} finite elements", finding=finding)
     return None
 
 

@@ -39,7 +39,7 @@ from tests.kernels.cpu_emulator import EmulatedFault, emulated_gpu
 from tests.kernels.emulated_layouts import relaid
 from tests.kernels.policy_override import policy_override
 from tests.property.strategies import edge_case
-from tests.property.test_batch_invariance import _check_requests
+from tests.property.conformance_adapter import check as check_property
 from tests.property.test_online_softmax_parity import check_parity
 
 
@@ -186,7 +186,7 @@ def run_probe(probe: Probe):
         for case in probe.cases():
             try:
                 check_parity(case, "cuda")
-                _check_requests(case, "cuda")
+                check_property("batch_invariance", case, "cuda")
             except (AssertionError, EmulatedFault) as e:
                 if isinstance(e, MutantAnchorLost):
                     raise

@@ -27,10 +27,9 @@ from tests.property.strategies import (
     attention_cases, block_edge_case, cancelling_case, climbing_case, edge_case, examples, kv_layout, pinned,
     pinned_cases, pinned_layered_cases, pinned_quantized_cases, quantized_cases, run_case,
 )
-from tests.property.test_batch_invariance import _check_layers, _check_requests
+from tests.property.conformance_adapter import check as check_property
 from tests.property.test_mask_semantics import (
-    check_hidden_garbage, check_poisoned_rows, check_quantized_hidden_garbage,
-    check_values_reach_only_rows_that_weigh_them, check_zero_weight_values_skipped,
+    check_hidden_garbage, check_poisoned_rows, check_zero_weight_values_skipped,
 )
 from tests.property.test_online_softmax_parity import check_parity
 
@@ -71,7 +70,7 @@ def test_emulated_kernels_match_oracle(case):
 def test_emulated_batch_equals_per_request(case, fiber_seed):
     """(with the threads of a threadgroup in a random order: cpu_compat.h)"""
     with emulated_gpu(fiber_seed=fiber_seed):
-        _check_requests(case, "cuda")
+        check_property("batch_invariance", case, "cuda")
 
 
 @pinned(LAYERED)
@@ -79,7 +78,7 @@ def test_emulated_batch_equals_per_request(case, fiber_seed):
 @given(case=short_cases(layered=True))
 def test_emulated_layer_call_equals_stacked_layers(case):
     with emulated_gpu():
-        _check_layers(case, "cuda")
+        check_property("layer_invariance", case, "cuda")
 
 
 @examples(0.2)
@@ -93,7 +92,7 @@ def test_emulated_split_blocks(case):
         one = run_case(case, "cuda")
         with policy_override(single_pass_max_s=0):
             check_parity(case, "cuda")
-            _check_requests(case, "cuda")
+            check_property("batch_invariance", case, "cuda")
         # the single pass's threads, keys in flight and kernel (decode_mma.metal where it takes it)
         alike = dict(simdgroups=DEFAULT.single_pass_simdgroups, quantized_mma_simdgroups=DEFAULT.single_pass_simdgroups,
                      plain_mma_simdgroups=DEFAULT.single_pass_simdgroups,
@@ -124,7 +123,7 @@ def test_emulated_merge_of_many_blocks(target_blocks, case):
         S = case.dims[5]
         assert math.ceil(S / schedule.block_keys(S)) > 32
         check_parity(case, "cuda")
-        _check_requests(case, "cuda")
+        check_property("batch_invariance", case, "cuda")
 
 
 # Query rows against the lanes of a key (metal/decode_attention.metal's reduce-scatter): more
@@ -146,7 +145,7 @@ def test_emulated_rows_against_lanes(single_pass_max_s, case):
     """Oracle parity and batch invariance at those layouts, in one block and split."""
     with emulated_gpu(), policy_override(single_pass_max_s=single_pass_max_s):
         check_parity(case, "cuda")
-        _check_requests(case, "cuda")
+        check_property("batch_invariance", case, "cuda")
 
 
 @pinned(pinned_cases()[:3] + pinned_quantized_cases()[:1] + LAYERED[:1])
@@ -157,7 +156,7 @@ def test_emulated_single_pass_with_8_simdgroups(case):
     batch invariance with twice the threads streaming one block."""
     with emulated_gpu(), policy_override(single_pass_simdgroups=8, single_pass_max_s=4096):
         check_parity(case, "cuda")
-        _check_requests(case, "cuda")
+        check_property("batch_invariance", case, "cuda")
 
 
 # metal/decode_mma.metal over plain K/V (the f16 / bf16 cases above with D <= 128, a multiple of
@@ -187,7 +186,7 @@ def test_emulated_plain_matrices(single_pass_max_s, layout, case):
     assert schedule.uses_mma(case.dtype, case.dims[-1], quantized=False, single_pass=True, block=0)
     with emulated_gpu(layout), policy_override(single_pass_max_s=single_pass_max_s, plain_mma_min_block=0):
         check_parity(case, "cuda")
-        _check_requests(case, "cuda")
+        check_property("batch_invariance", case, "cuda")
 
 
 @pytest.mark.parametrize("layout", ["apple", "nvidia"])
@@ -198,7 +197,7 @@ def test_emulated_plain_matrices_hidden_nan(layout, case):
     """NaN and Inf in the K and V of keys no row sees (a weight of 0 times NaN is NaN in a
     product): bit-identical to the clean call, split (the block's end reads past hi too)."""
     with emulated_gpu(layout), policy_override(single_pass_max_s=0, plain_mma_min_block=0):
-        check_hidden_garbage(case, "cuda", seed=1, garbage=[np.nan, np.inf, -np.inf])
+        check_hidden_garbage(case, "cuda")
 
 
 @pytest.mark.parametrize("layout", ["apple", "nvidia"])
@@ -216,7 +215,7 @@ def test_emulated_plain_matrices_long_blocks(layout, longer):
         assert schedule.block_keys(S, plain_matrix=True) == block
         assert schedule.uses_mma(case.dtype, case.dims[-1], quantized=False, single_pass=False, block=block)
         check_parity(case, "cuda")
-        _check_requests(case, "cuda")
+        check_property("batch_invariance", case, "cuda")
 
 
 @pinned(pinned_cases()[:3] + PLAIN_MMA_CASES[:2])
@@ -227,7 +226,7 @@ def test_emulated_plain_without_matrices(case):
     cases through it too (plain_mma_max_d = 0)."""
     with emulated_gpu(), policy_override(plain_mma_max_d=0):
         check_parity(case, "cuda")
-        _check_requests(case, "cuda")
+        check_property("batch_invariance", case, "cuda")
 
 
 # metal/decode_mma.metal over quantized K/V (the quantized cases above with f16 / bf16 queries and
@@ -259,7 +258,7 @@ def test_emulated_quantized_matrices(single_pass_max_s, layout, case):
     assert schedule.uses_mma(case.dtype, case.dims[-1], quantized=True, single_pass=False, block=0)
     with emulated_gpu(layout), policy_override(single_pass_max_s=single_pass_max_s):
         check_parity(case, "cuda")
-        _check_requests(case, "cuda")
+        check_property("batch_invariance", case, "cuda")
 
 
 # Cases that stage (schedule.quantized_stages): 8-, 4- and 16-byte scale rows a key, 16-, 32- and
@@ -288,7 +287,7 @@ def test_emulated_quantized_matrices_staged(stages, layout, case):
     with emulated_gpu(layout), policy_override(stage_on_metal=True, quantized_stages=stages,
                                              quantized_short_block_stages=stages, single_pass_max_s=0):
         check_parity(case, "cuda")
-        _check_requests(case, "cuda")
+        check_property("batch_invariance", case, "cuda")
 
 
 def test_emulated_staged_cases_stage():
@@ -306,7 +305,7 @@ def test_emulated_quantized_matrices_hidden_nan(single_pass_max_s, case):
     The kernel's `p != 0` guards hold with masks; with key ranges alone it never reads a key
     before the range and reads those past it as the last in it."""
     with emulated_gpu("nvidia"), policy_override(single_pass_max_s=single_pass_max_s):
-        check_quantized_hidden_garbage(case, "cuda", seed=1)
+        check_hidden_garbage(case, "cuda")
 
 
 @pytest.mark.parametrize("where", ["k", "v", "mask_nan", "mask_inf"])
@@ -336,9 +335,11 @@ def test_emulated_values_reach_only_rows_that_weigh_them(kernel, single_pass_max
                                                  plain_mma_max_d=0 if kernel == "cuda_cores" else DEFAULT.plain_mma_max_d,
                                                  plain_mma_min_block=0):
         for case in cases:
-            for seed, garbage in enumerate((np.nan, np.inf, -np.inf)[:1 if case.bits else 3]):
-                for underflow in {False, case.mask_kind == "additive"}:
-                    assert check_values_reach_only_rows_that_weigh_them(case, "cuda", seed, garbage, underflow)
+            # the property's seed picks the garbage (NaN, Inf, -Inf: seed % 3) and whether an
+            # additive mask underflows weights (seed // 3 odd); quantized cases take NaN only
+            underflows = (0, 1) if case.mask_kind == "additive" else (0,)
+            for seed in (g + 3 * u for u in underflows for g in range(1 if case.bits else 3)):
+                check_property("partly_hidden_nan_values", case, "cuda", seed=seed)
 
 
 @pytest.mark.parametrize("pattern", ["masked_block", "dominant_key"])
@@ -446,7 +447,7 @@ def test_emulated_matrices_with_other_simdgroups(simdgroups, case):
     with emulated_gpu("nvidia"), policy_override(quantized_mma_simdgroups=simdgroups, plain_mma_simdgroups=simdgroups,
                                                single_pass_max_s=0, plain_mma_min_block=0):
         check_parity(case, "cuda")
-        _check_requests(case, "cuda")
+        check_property("batch_invariance", case, "cuda")
 
 
 def _transposed(case):
@@ -478,7 +479,7 @@ def test_emulated_matrices_with_64_bit_offsets(case):
         assert schedule.uses_mma(case.dtype, case.dims[-1], quantized=case.bits is not None, single_pass=False,
                                  block=0)
         check_parity(case, "cuda")
-        _check_requests(case, "cuda")
+        check_property("batch_invariance", case, "cuda")
 
 
 @contextlib.contextmanager
@@ -503,7 +504,7 @@ def test_emulated_matrices_with_64_bit_offsets_on_packed_rows(case):
     a head's rows past 2^31 elements, too large to emulate: compiled here with OFFSETS32 false."""
     with emulated_gpu("nvidia"), _offsets32_off(), policy_override(single_pass_max_s=0, plain_mma_min_block=0):
         check_parity(case, "cuda")
-        _check_requests(case, "cuda")
+        check_property("batch_invariance", case, "cuda")
 
 
 @pinned(pinned_quantized_cases() + MMA_CASES[:2])
@@ -513,7 +514,7 @@ def test_emulated_quantized_without_matrices(case):
     """decode_attention.metal keeps f32 queries and D > 128: f16 / bf16 cases through it too."""
     with emulated_gpu(), policy_override(quantized_mma_max_d=0):
         check_parity(case, "cuda")
-        _check_requests(case, "cuda")
+        check_property("batch_invariance", case, "cuda")
 
 
 # The matrix kernel's 32-bit operand forms (tf32 on NVIDIA), which the schedule gives the formats
@@ -542,7 +543,7 @@ def test_emulated_quantized_matrices_with_32_bit_scores(layout, case):
     assert schedule.score_mantissa(case.dtype, case.bits, case.group_size) == 0
     with emulated_gpu(layout), policy_override(single_pass_max_s=0):
         check_parity(case, "cuda")
-        _check_requests(case, "cuda")
+        check_property("batch_invariance", case, "cuda")
 
 
 @pytest.mark.parametrize("layout", ["apple", "nvidia"])
@@ -554,7 +555,7 @@ def test_emulated_quantized_matrices_with_32_bit_outputs(layout, case):
     assert schedule.out_mantissa(case.bits) == 0
     with emulated_gpu(layout), policy_override(single_pass_max_s=0):
         check_parity(case, "cuda")
-        _check_requests(case, "cuda")
+        check_property("batch_invariance", case, "cuda")
 
 
 @pytest.mark.parametrize("quantized", [False, True], ids=["plain", "q4"])

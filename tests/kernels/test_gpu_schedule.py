@@ -19,7 +19,7 @@ from fusedattend.gpu import launch as gpu_launch, schedule
 from fusedattend.conformance import oracle
 from tests.kernels.policy_override import policy_override
 from tests.property.strategies import block_edge_case, block_edge_tiles, oracle_of
-from tests.property.test_batch_invariance import _check_requests
+from tests.property.conformance_adapter import check as check_property
 from tests.property.test_online_softmax_parity import check_parity
 
 DEFAULT = schedule.Policy()  # the shipped schedule
@@ -116,7 +116,7 @@ def test_block_edges_weigh_much(backend, S, path, use_path):
     use_path(path)
     case = _edge_case(S, _edge_block(S, path))
     check_parity(case, backend)
-    _check_requests(case, backend)
+    check_property("batch_invariance", case, backend)
 
 
 @pytest.mark.parametrize("bits,group_size", [(4, 64), (2, 32), (8, 128)])
@@ -126,7 +126,7 @@ def test_quantized_block_edges_weigh_much(backend, S, bits, group_size):
     _skip_unless_gpu(backend)
     case = _edge_case(S, _edge_block(S, quantized=True), bits, group_size)
     check_parity(case, backend)
-    _check_requests(case, backend)
+    check_property("batch_invariance", case, backend)
 
 
 @pytest.mark.parametrize("S,block,bits,group_size",

@@ -20,7 +20,7 @@ from fusedattend.gpu import schedule
 from tests.kernels.cpu_emulator import compiler_available, emulated_gpu
 from tests.kernels.policy_override import policy_override
 from tests.property.strategies import attention_cases, examples, quantized_cases
-from tests.property.test_batch_invariance import _check_requests
+from tests.property.conformance_adapter import check as check_property
 from tests.property.test_online_softmax_parity import check_parity
 
 
@@ -100,7 +100,7 @@ def test_emulated_kernels_under_tuned_policies(policy, case):
                                                            "plain_mma_min_block", "plain_long_blocks_from_s")}
     fields = {**{f: getattr(policy, f) for f in tune.TUNABLE}, **small}
     with emulated_gpu(), policy_override(**fields):
-        _check_requests(case, "cuda")
+        check_property("batch_invariance", case, "cuda")
         check_parity(case, "cuda")
 
 

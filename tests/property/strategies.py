@@ -120,11 +120,7 @@ class Case:
         return to_np(self.mask)
 
     def np_key_ranges(self):
-        if self.key_ranges is None:
-            return None
-        if isinstance(self.key_ranges, KeyRanges):
-            return np.array(self.key_ranges.pairs_for(self.dims[5]), dtype=np.int64)
-        return np.array(self.key_ranges).astype(np.int64)
+        return np_key_ranges(self.key_ranges, self.dims[5])
 
     def __repr__(self):
         NL, B, H_q, H_kv, L, S, D = self.dims
@@ -235,6 +231,16 @@ def key_ranges_for(draw, B, S, rng):
         wide[:, ::2] = kr
         return mx.array(wide).astype(dtype)[:, ::2]
     return mx.array(kr.astype(np.int64)).astype(dtype)
+
+
+def np_key_ranges(key_ranges, S):
+    """key_ranges (an array or a fusedattend.KeyRanges over S keys) as an int64 (B, 2) numpy
+    array of (start, length); None stays None."""
+    if key_ranges is None:
+        return None
+    if isinstance(key_ranges, KeyRanges):
+        return np.array(key_ranges.pairs_for(S), dtype=np.int64)
+    return np.array(key_ranges).astype(np.int64)
 
 
 def request_key_ranges(key_ranges, b, S):

@@ -1,9 +1,10 @@
 """GQA and key-order properties.
 
-* GQA == MHA with K/V repeated: query head h reads kv head h // (H_q // H_kv), so the call with
-  mx.repeat(K, G, axis=head) (and V likewise) must give the same output. Within tolerance (twice
-  the parity bound: both calls are float32-accurate, but a kernel may group the G query heads
-  of one kv head into one matmul, which changes the blocking); the oracle keeps it honest.
+* GQA == MHA with K/V repeated (conformance.properties' gqa): query head h reads kv head
+  h // (H_q // H_kv), so the call with mx.repeat(K, G, axis=head) (and V likewise) gives the
+  same output within twice the parity bound (a kernel may group the G query heads of one kv
+  head into one matmul, which changes the blocking). Parity on the same case keeps it honest:
+  a kernel that read the same wrong kv head in both calls would agree with itself.
 * Permuting key and value positions together (and the mask's key axis) changes nothing but
   the summation order: within twice the parity tolerance. Causal masks and key_ranges are
   position-dependent, so they are first turned into the equivalent explicit mask.
@@ -15,6 +16,7 @@ from hypothesis import given, target
 from hypothesis import strategies as st
 
 from fusedattend.conformance import oracle
+from tests.property.conformance_adapter import check
 from tests.property.strategies import examples, attention_cases, oracle_of, quantized_cases, run_case, to_mx, to_np
 
 
@@ -28,23 +30,21 @@ def _close(a, b, case, what):
     assert r2 <= 1.0, f"{what}: off the oracle: {case}"
 
 
+def check_gqa(case, backend):
+    check("gqa", case, backend)
+    check("parity", case, backend)
+
+
 @examples(3)
 @given(case=attention_cases())
 def test_gqa_equals_mha_with_repeated_kv(case, backend):
-    NL, B, H_q, H_kv, L, S, D = case.dims
-    G = H_q // H_kv
-    axis = case.k.ndim - 3
-    mha = run_case(case, backend, k=mx.repeat(case.k, G, axis=axis), v=mx.repeat(case.v, G, axis=axis))
-    _close(run_case(case, backend), mha, case, "GQA vs repeated-KV MHA")
+    check_gqa(case, backend)
 
 
 @examples(3)
 @given(case=quantized_cases())
 def test_quantized_gqa_equals_mha_with_repeated_kv(case, backend):
-    G = case.dims[2] // case.dims[3]
-    rep = lambda t: tuple(mx.repeat(a, G, axis=a.ndim - 3) for a in t)
-    mha = run_case(case, backend, k=rep(case.k), v=rep(case.v))
-    _close(run_case(case, backend), mha, case, "quantized GQA vs repeated-KV MHA")
+    check_gqa(case, backend)
 
 
 @examples(3)

@@ -1,4 +1,7 @@
-"""Mask semantics.
+"""Mask semantics. The first four and the last are conformance.properties' (mask_forms,
+fully_masked_row with parity, masked_garbage with masked_nan_values, partly_hidden_nan_values)
+on this suite's cases; the NaN rows, the two reported leaks and the zero-weight patterns are
+this suite's own.
 
 * "causal" equals the explicit lower-right-aligned boolean mask (j <= S_end - L + i, S_end = S
   or the key range's end). Within the parity tolerance, not bit for bit: a kernel may size its
@@ -18,28 +21,28 @@
 * NaN / Inf in the value (or quantized value scales) of a key reaches only the rows that weigh
   it: a row that does not see the key (causal with L > 1, per-row and per-head masks, another
   request's range) or weighs it 0 (a score that underflows, e.g. an additive -1e6) is the clean
-  call's to the bit, whatever other rows of its GQA group, request or layer see.
+  call's to the bit, whatever other rows of its GQA group, request or layer see; a row that
+  weighs it above WEIGHT_SEEN is not finite.
 """
+
+from dataclasses import replace
 
 import mlx.core as mx
 import numpy as np
 import pytest
 
 import fusedattend as fa
-from hypothesis import assume, given, target
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from fusedattend.conformance import cases as conformance_cases
 from fusedattend.conformance import oracle
-from tests.property.strategies import (
-    examples,
-    attention_cases,
-    np_kv,
-    oracle_of,
-    quantized_cases,
-    run_case,
-    to_mx,
-    to_np,
-)
+from fusedattend.conformance.properties import UNDERFLOW, WEIGHT_SEEN
+from tests.property.conformance_adapter import check, conformance_case
+from tests.property.strategies import examples, attention_cases, quantized_cases, run_case, to_mx, to_np
+
+# an additive mask entry that keeps a key visible at a weight of exactly 0 (float32 masks here)
+UNDERFLOW32 = UNDERFLOW["float32"]
 
 
 def _explicit_visibility(case):
@@ -51,33 +54,13 @@ def _explicit_visibility(case):
 @examples(4)
 @given(case=attention_cases(mask_kinds=("causal",)))
 def test_causal_equals_explicit_lower_right_bool(case, backend):
-    NL, B, H_q, H_kv, L, S, D = case.dims
-    if case.key_ranges is None:
-        i = np.arange(L)[:, None]
-        j = np.arange(S)[None, :]
-        explicit = mx.array(j <= S - L + i)  # (L, S), independent of the oracle
-    else:
-        kr = case.np_key_ranges()
-        end = (kr[:, 0] + kr[:, 1])[:, None, None, None]
-        explicit = mx.array(np.arange(S) <= end - L + np.arange(L)[:, None])  # (B,1,L,S)
-    a = run_case(case, backend)
-    b = run_case(case, backend, mask=explicit)
-    expected, stats = oracle_of(case)
-    tol = 2 * oracle.parity_tolerance(expected, stats, case.dtype_name, D)
-    ratio, err = oracle.compare(to_np(a), to_np(b).astype(np.float64), tol)
-    target(min(ratio, 1e6))
-    assert ratio <= 1.0, f"causal vs explicit mask differ by {err:.3g}: {case}"
+    check("mask_forms", case, backend)
 
 
 @examples(4)
 @given(case=attention_cases(mask_kinds=("bool",)))
 def test_bool_equals_additive_zero_neg_inf(case, backend):
-    vis = np.array(case.mask)
-    for adt in {case.dtype, mx.float32}:
-        additive = to_mx(np.where(vis, 0.0, -np.inf), adt)
-        a = run_case(case, backend)
-        b = run_case(case, backend, mask=additive)
-        assert mx.array_equal(a, b), f"bool vs additive({adt}) mask differ: {case}"
+    check("mask_forms", case, backend)
 
 
 @examples(4)
@@ -91,19 +74,12 @@ def test_fully_masked_rows_are_exact_zeros(case, backend, which):
     if case.mask_kind == "additive":
         add = to_np(case.mask)
         add = np.broadcast_to(add.reshape((1,) * (vis.ndim - add.ndim) + add.shape), vis.shape)
-        mask = to_mx(np.where(vis, add, -np.inf), case.mask.dtype)
+        masked = replace(case, mask=to_mx(np.where(vis, add, -np.inf), case.mask.dtype))
     else:
-        mask = mx.array(vis)
-    out = to_np(run_case(case, backend, mask=mask))
-    hidden_rows = ~vis.any(axis=-1)
-    assert hidden_rows.any()
-    got = out[hidden_rows]
-    assert np.all(got == 0.0), f"fully masked rows are not exact zeros: {got[got != 0][:5]} {case}"
-    # and every other row is still right
-    expected, stats = oracle_of(case, mask=np.array(mask) if mask.dtype == mx.bool_ else to_np(mask))
-    tol = oracle.parity_tolerance(expected, stats, case.dtype_name, D)
-    ratio, err = oracle.compare(out, expected, tol)
-    assert ratio <= 1.0, case
+        masked = replace(case, mask=mx.array(vis), mask_kind="bool")
+    assert (~vis.any(axis=-1)).any()
+    check("fully_masked_row", masked, backend)
+    check("parity", masked, backend)  # and every other row is still right
 
 
 def _five(x, layered):
@@ -121,68 +97,26 @@ def _additive_mask(case, shape):
     return np.broadcast_to(add.reshape((1,) * (5 - add.ndim) + add.shape), shape)
 
 
-def _garbage(case, kv, hidden, rng, values):
-    """kv with `values` (cycled) written where hidden (NL,B,H_kv,S) is True; same layout."""
-    arr = to_np(kv)
-    lay = _five(arr, case.layered)
-    g = rng.choice(values, size=lay.shape)
-    lay = np.where(hidden[..., None], g, lay)
-    return to_mx(_unfive(lay, case.layered), kv.dtype)
+@examples(4)
+@given(case=attention_cases(mask_kinds=("bool", "additive", "causal", "none")))
+def test_hidden_keys_may_hold_garbage(case, backend):
+    check_hidden_garbage(case, backend)
 
 
 @examples(4)
-@given(
-    case=attention_cases(mask_kinds=("bool", "additive", "causal", "none")),
-    seed=st.integers(0, 2**32 - 1),
-    garbage=st.sampled_from(([np.nan], [np.inf, -np.inf], [1e30, -1e30], [np.nan, np.inf, 1e30, -1e30])),
-)
-def test_hidden_keys_may_hold_garbage(case, backend, seed, garbage):
-    check_hidden_garbage(case, backend, seed, garbage)
-
-
-def check_hidden_garbage(case, backend, seed, garbage):
-    """`garbage` written into K and V where every query row of the kv head is blind changes no bit."""
-    NL, B, H_q, H_kv, L, S, D = case.dims
-    vis = oracle.visibility((NL, B, H_q, L, D), S, case.np_mask(), case.np_key_ranges())
-    G = H_q // H_kv
-    hidden = ~vis.reshape(NL, B, H_kv, G * L, S).any(axis=-2)  # hidden from every row of the kv head
-    rng = np.random.default_rng(seed)
-    k = _garbage(case, case.k, hidden, rng, garbage)
-    v = _garbage(case, case.v, hidden, rng, garbage)
-    clean = run_case(case, backend)
-    dirty = run_case(case, backend, k=k, v=v)
-    assert mx.array_equal(clean, dirty), (
-        f"garbage {garbage} in {int(hidden.sum())} hidden keys changed the output: {case}"
-    )
-
-
-@examples(4)
-@given(
-    # "none": key ranges alone hide keys, which the GPU matrix kernel leaves unguarded
-    case=quantized_cases(mask_kinds=("bool", "additive", "causal", "none")),
-    seed=st.integers(0, 2**32 - 1),
-)
-def test_quantized_hidden_keys_may_hold_garbage(case, backend, seed):
+# "none": key ranges alone hide keys, which the GPU matrix kernel leaves unguarded
+@given(case=quantized_cases(mask_kinds=("bool", "additive", "causal", "none")))
+def test_quantized_hidden_keys_may_hold_garbage(case, backend):
     """Garbage scales/biases (NaN, Inf) of hidden keys must not leak either."""
-    check_quantized_hidden_garbage(case, backend, seed)
+    check_hidden_garbage(case, backend)
 
 
-def check_quantized_hidden_garbage(case, backend, seed):
-    """NaN / Inf / 1e30 in the scales and biases of keys every query row of the kv head is blind
-    to (quantized K and V) changes no bit."""
-    NL, B, H_q, H_kv, L, S, D = case.dims
-    vis = oracle.visibility((NL, B, H_q, L, D), S, case.np_mask(), case.np_key_ranges())
-    hidden = ~vis.reshape(NL, B, H_kv, (H_q // H_kv) * L, S).any(axis=-2)
-    rng = np.random.default_rng(seed)
-
-    def dirty(t):
-        codes, scales, biases = t
-        return (codes, _garbage(case, scales, hidden, rng, [np.nan, np.inf]),
-                _garbage(case, biases, hidden, rng, [np.nan, -np.inf, 1e30]))
-
-    clean = run_case(case, backend)
-    out = run_case(case, backend, k=dirty(case.k), v=dirty(case.v))
-    assert mx.array_equal(clean, out), case
+def check_hidden_garbage(case, backend):
+    """NaN, +-Inf and huge values in the K and V (quantized: their scales and biases) of keys
+    every query row of their kv head is blind to change no bit (masked_garbage: NaN, Inf and
+    huge values in K, huge ones in V; masked_nan_values: NaN and Inf in V)."""
+    check("masked_garbage", case, backend)
+    check("masked_nan_values", case, backend)
 
 
 def _poisoned_rows(case, backend, which, where):
@@ -230,7 +164,7 @@ def _poisoned_rows(case, backend, which, where):
             override[where] = to_mx(_unfive(arr, case.layered), kv.dtype)
             dim = d if where == "v" else None
             if where == "v":  # a row that weighs the value 0 takes no part of it
-                w = _key_weights(case, vis, l, b, h, j)
+                w = _key_weights(case, l, b, h, j)
                 must, takes = sees.copy(), sees.copy()
                 must[l, b, h * G:(h + 1) * G] &= w > WEIGHT_SEEN
                 takes[l, b, h * G:(h + 1) * G] &= w > 0
@@ -241,18 +175,10 @@ def _poisoned_rows(case, backend, which, where):
     return _five(to_np(clean), case.layered), _five(to_np(poisoned), case.layered), sees, must, dim, takes
 
 
-# A visible value's weight above this (in float64) is far from float32's underflow (1e-38, and the
-# kernels' exp2 flushes subnormals): its NaN must reach the output. A weight of exactly 0 in
-# float64 is 0 in float32 too: the value must be skipped. Between the two a float32 weight may or
-# may not underflow: unspecified.
-WEIGHT_SEEN = 1e-30
-
-
-def _key_weights(case, vis, l, b, h, j):
+def _key_weights(case, l, b, h, j):
     """float64 softmax weight of key j in each row (G, L) of kv head h of layer l, request b."""
     G = case.dims[2] // case.dims[3]
-    mask5 = _additive_mask(case, vis.shape) if case.mask_kind == "additive" else None
-    return _weights64(case, vis, mask5)[l, b, h * G:(h + 1) * G, :, j]
+    return conformance_cases.weights(conformance_case(case))[l, b, h * G:(h + 1) * G, :, j]
 
 
 def check_poisoned_rows(case, backend, which, where):
@@ -271,72 +197,6 @@ def check_poisoned_rows(case, backend, which, where):
         same[:] = True
         same[..., dim] = ~takes
     assert np.array_equal(poisoned[same], clean[same]), f"{where}: NaN changed what does not weigh it: {case}"
-    return True
-
-
-def _weights64(case, vis, mask5):
-    """float64 softmax weights (NL, B, H_q, L, S) of the case's keys, 0 where a row does not see
-    a key; mask5 is the additive mask (5-D) or None."""
-    NL, B, H_q, H_kv, L, S, D = case.dims
-    G = H_q // H_kv
-    q = _five(to_np(case.q), case.layered).astype(np.float64)
-    k = _five(np_kv(case)[0], case.layered).astype(np.float64)[:, :, np.arange(H_q) // G]
-    scale = D ** -0.5 if case.scale is None else case.scale
-    with np.errstate(invalid="ignore", over="ignore"):
-        s = scale * q @ k.swapaxes(-1, -2)
-        if mask5 is not None:
-            s = s + mask5
-        s = np.where(vis, s, -np.inf)
-        top = s.max(axis=-1, keepdims=True)
-        return np.where(vis, np.exp(s - np.where(top == -np.inf, 0.0, top)), 0.0)
-
-
-UNDERFLOW = -1e6  # an additive mask entry that keeps a key visible at a weight of exactly 0
-
-
-def check_values_reach_only_rows_that_weigh_them(case, backend, seed, garbage, underflow=False):
-    """`garbage` written into the whole value (or every value scale, quantized) of a few keys
-    that some rows of their kv head see and others do not; with underflow (additive masks), the
-    mask gives some rows UNDERFLOW at those keys. Rows that weigh every such key 0 are the clean
-    call's to the bit; rows that weigh one above WEIGHT_SEEN are not finite in any column.
-    False when the case has no key seen by some row."""
-    NL, B, H_q, H_kv, L, S, D = case.dims
-    G = H_q // H_kv
-    vis = oracle.visibility((NL, B, H_q, L, D), S, case.np_mask(), case.np_key_ranges())
-    rng = np.random.default_rng(seed)
-    override, mask5 = {}, None
-    if case.mask_kind == "additive":
-        mask5 = _additive_mask(case, vis.shape).astype(np.float64)
-        if underflow:
-            mask5 = np.where(vis & (rng.random(vis.shape) < 0.5), UNDERFLOW, mask5)
-            override["mask"] = to_mx(_unfive(mask5, case.layered), mx.float32)
-    seen = vis.reshape(NL, B, H_kv, G * L, S)
-    partly = seen.any(axis=-2) & ~seen.all(axis=-2)
-    pool = np.argwhere(partly if partly.any() else seen.any(axis=-2))
-    if not len(pool):
-        return False
-    bad = np.zeros((NL, B, H_kv, S), bool)
-    for i in rng.choice(len(pool), size=min(3, len(pool)), replace=False):
-        bad[tuple(pool[i])] = True
-    weights = _weights64(case, vis, mask5)
-    bad_rows = np.repeat(bad, G, axis=2)[:, :, :, None, :]  # (NL, B, H_q, 1, S)
-    weigh = np.where(bad_rows, weights, 0.0).max(axis=-1)  # (NL, B, H_q, L)
-    if case.bits is None:
-        v = _five(to_np(case.v), case.layered).copy()
-        v[bad] = garbage
-        dirty = to_mx(_unfive(v, case.layered), case.v.dtype)
-    else:
-        codes, scales, biases = case.v
-        sc = _five(to_np(scales), case.layered).copy()
-        sc[bad] = garbage
-        dirty = (codes, to_mx(_unfive(sc, case.layered), scales.dtype), biases)
-    clean = _five(to_np(run_case(case, backend, **override)), case.layered)
-    poisoned = _five(to_np(run_case(case, backend, v=dirty, **override)), case.layered)
-    zero, must = weigh == 0, weigh > WEIGHT_SEEN
-    assert np.array_equal(poisoned[zero], clean[zero]), (
-        f"{garbage} in values reached {int((poisoned[zero] != clean[zero]).any(axis=-1).sum())} rows "
-        f"that weigh them 0: {case}")
-    assert not np.isfinite(poisoned[must]).any(), f"rows that weigh {garbage} are finite: {case}"
     return True
 
 
@@ -360,24 +220,15 @@ def test_quantized_nan_scale_of_a_visible_key_gives_nan_rows(case, backend, whic
 
 
 @examples(4)
-@given(
-    case=attention_cases(mask_kinds=("bool", "additive", "causal", "none")),
-    seed=st.integers(0, 2**32 - 1),
-    garbage=st.sampled_from((np.nan, np.inf, -np.inf)),
-    underflow=st.booleans(),
-)
-def test_garbage_values_reach_only_rows_that_weigh_them(case, backend, seed, garbage, underflow):
-    assume(check_values_reach_only_rows_that_weigh_them(case, backend, seed, garbage, underflow))
+@given(case=attention_cases(mask_kinds=("bool", "additive", "causal", "none")))
+def test_garbage_values_reach_only_rows_that_weigh_them(case, backend):
+    check("partly_hidden_nan_values", case, backend)
 
 
 @examples(2)
-@given(
-    case=quantized_cases(mask_kinds=("bool", "additive", "causal", "none")),
-    seed=st.integers(0, 2**32 - 1),
-    underflow=st.booleans(),
-)
-def test_quantized_nan_value_scales_reach_only_rows_that_weigh_them(case, backend, seed, underflow):
-    assume(check_values_reach_only_rows_that_weigh_them(case, backend, seed, np.nan, underflow))
+@given(case=quantized_cases(mask_kinds=("bool", "additive", "causal", "none")))
+def test_quantized_nan_value_scales_reach_only_rows_that_weigh_them(case, backend):
+    check("partly_hidden_nan_values", case, backend)
 
 
 def test_the_two_reported_leaks(backend):
@@ -395,7 +246,7 @@ def test_the_two_reported_leaks(backend):
 
     causal = run(dirty, "causal")
     assert np.array_equal(causal[0, 0, 0], run(clean, "causal")[0, 0, 0]) and np.isnan(causal[0, 0, 1]).all()
-    underflow = mx.array(np.where(np.arange(4) == 3, np.float32(UNDERFLOW), np.float32(0)))
+    underflow = mx.array(np.where(np.arange(4) == 3, np.float32(UNDERFLOW32), np.float32(0)))
     assert np.array_equal(run(dirty, underflow), run(clean, underflow))
 
 
@@ -413,7 +264,7 @@ def check_zero_weight_values_skipped(backend, quantized, pattern, dtype=mx.bfloa
     v = rng.standard_normal((B, H_kv, S, D)).astype(np.float32)
     mask, poisoned = None, 280
     if pattern == "masked_block":
-        mask = mx.array(np.where(np.arange(S) >= 256, np.float32(UNDERFLOW), np.float32(0)))
+        mask = mx.array(np.where(np.arange(S) >= 256, np.float32(UNDERFLOW32), np.float32(0)))
     else:
         q[:] = 1.0
         k[:, :, 0] = 50.0  # 1/8 * 64 * 50 = 400 above keys scoring about 0

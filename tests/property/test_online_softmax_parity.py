@@ -19,29 +19,24 @@ Tolerance (fusedattend.conformance.oracle.parity_tolerance), per output element:
 """
 
 import numpy as np
-from hypothesis import given, target
+from hypothesis import given
 from hypothesis import strategies as st
-from hypothesis.control import currently_in_test_context
 
 from fusedattend.conformance import oracle
+from tests.property.conformance_adapter import check
 from tests.property.strategies import (
-    attention_cases, examples, oracle_of, pinned, pinned_cases, pinned_quantized_cases, quantized_cases,
-    run_case, to_np,
+    attention_cases, examples, pinned, pinned_cases, pinned_quantized_cases, quantized_cases, to_np,
 )
 
 PLAIN_EDGES, QUANTIZED_EDGES = pinned_cases(), pinned_quantized_cases()
 
 
 def check_parity(case, backend):
-    out = run_case(case, backend)
-    assert out.dtype == case.dtype
-    assert tuple(out.shape) == tuple(case.q.shape)
-    expected, stats = oracle_of(case)
-    tol = oracle.parity_tolerance(expected, stats, case.dtype_name, case.dims[-1])
-    ratio, err = oracle.compare(to_np(out), expected, tol)
-    if currently_in_test_context():  # (also called from plain tests: tests/kernels)
-        target(min(ratio, 1e6), label="err/tol")
-    assert ratio <= 1.0, f"max err {err:.3g} is {ratio:.3g}x the tolerance: {case}"
+    """conformance.properties' parity (the rows that see a key, output shape and dtype) and
+    fully_masked_row (the rows that see none: exact zeros, fusedattend's choice): every row
+    at the oracle."""
+    check("parity", case, backend)
+    check("fully_masked_row", case, backend)
 
 
 @pinned(PLAIN_EDGES)
