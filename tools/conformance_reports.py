@@ -39,10 +39,10 @@ CLAIMS = {
     "masked_garbage": "NaN/Inf/huge K and huge V of keys no row sees change no bit",
     "gqa": "query head h reads kv head `h // (H_q // H_kv)`",
     "determinism": "a repeated call, or one on fresh copies, gives the same bits",
-    "mask_forms": '`"causal"` is the lower-right boolean mask (`j <= S - L + i`); boolean = additive 0/-inf',
+    "mask_forms": '`"causal"` is the lower-right boolean mask (`j <= S - L + i`); boolean = additive 0/-inf, bit for bit',
     "fully_masked_row": "a row that sees no key is zeros",
     "masked_nan_values": "NaN/Inf in V of keys no row sees change no bit",
-    "partly_hidden_nan_values": "NaN in V of a key some rows see changes no bit of the rows that do not",
+    "partly_hidden_nan_values": "NaN/Inf in V of a key some rows see reaches only the rows that weigh it (a weight that underflows to 0 skips it)",
 }
 # the README's columns: fusedattend's backends together, then MLX's functions by report
 MLX_COLUMNS = (("mx-fast-sdpa-cpu", "`mx.fast` SDPA, CPU"), ("mx-fast-sdpa-gpu", "`mx.fast` SDPA, CUDA"),
