@@ -288,7 +288,7 @@ def _causal_is_explicit(kernel, case):
 def _bool_is_additive(kernel, case):
     """Bits: adding +0.0 to a score is exact and both masks hide the same keys, so every float
     operation sees the same operands; other bits mean other arithmetic per mask kind."""
-    from .kernels import Refused
+    from .kernels import KernelFailure, Refused
 
     vis = np.array(case.mask)
     a = kernel.call(case)
@@ -299,6 +299,8 @@ def _bool_is_additive(kernel, case):
             if dtype == case.dtype_name:
                 raise
             continue  # a kernel may take additive masks in the queries' dtype only
+        except KernelFailure as e:  # e.g. the mask's dtype promoting the output's
+            raise Failure(f"with a {dtype} additive mask for {case.dtype_name} queries, {e}") from None
         why = compare.differs(a, b, _compared_rows(case, a))
         if why:
             raise Failure(f"a boolean mask and the additive 0/-inf mask ({dtype}) differ: {why}")
