@@ -66,10 +66,12 @@ def table(kernel, profile, results):
     head = f"fusedattend conformance: {kernel.spec} (convention {kernel.convention}, profile {profile}"
     declared = kernel.supports.declared()
     lines = [head + (f", supports {' '.join(declared)})" if declared else ")")]
-    lines.append(f"{'property':<20} {'kind':<10} {'status':<7} {'worst err/tol':>13}  note")
-    for name, r in rows(results):
+    listed = list(rows(results))
+    width = max([len("property")] + [len(name) for name, _ in listed])
+    lines.append(f"{'property':<{width}} {'kind':<10} {'status':<7} {'worst err/tol':>13}  note")
+    for name, r in listed:
         note = r.get("finding") or r.get("note") or ""
-        lines.append(f"{name:<20} {r['kind']:<10} {r['status']:<7} {_fmt(r.get('worst')):>13}  {note}")
+        lines.append(f"{name:<{width}} {r['kind']:<10} {r['status']:<7} {_fmt(r.get('worst')):>13}  {note}")
     return lines
 
 
