@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
+import fusedattend
 from fusedattend.conformance import plugin
 from fusedattend.conformance.controls import CONTROLS
 
@@ -204,6 +207,10 @@ HANGS = textwrap.dedent("""
 """)
 
 
+# where fusedattend is imported from: the subprocess below finds it there, installed or not
+PACKAGE_ROOT = str(Path(fusedattend.__file__).resolve().parents[1])
+
+
 def test_a_hung_kernel_ends_the_run_with_one_line(tmp_path):
     import subprocess
     import time
@@ -217,7 +224,7 @@ def test_a_hung_kernel_ends_the_run_with_one_line(tmp_path):
          "--noconftest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q", "--pyargs", "fusedattend.conformance",
          "--fa-kernel", "fa_hangs:hangs_past_four_keys", "--fa-profile", "quick", "--fa-timeout", "3"],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
-        env={**__import__("os").environ, "PYTHONPATH": str(tmp_path), "MLX_DEVICE": "cpu"})
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), PACKAGE_ROOT])})
     out = proc.stdout + proc.stderr
     assert proc.returncode == 3, out
     assert "the kernel did not return within 3 s on Spec(" in out and "Traceback" not in out, out
