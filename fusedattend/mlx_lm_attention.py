@@ -106,7 +106,7 @@ def _over_window_cache(queries, keys, values, scale, sinks, backend):
     # every request's last row to its newest key, which a padded request's last row is not.
     if keys.fresh is None and sinks is None and L <= MAX_FUSED_QUERY_LEN and not cache.last_update_padded():
         return cache.attend(queries, scale, backend)
-    keys, values = (keys.fresh, values.fresh) if keys.fresh is not None else cache.dequantized()
+    keys, values = (keys.fresh, values.fresh) if keys.fresh is not None else cache.dequantized(in_blocks=True)
     mask = cache.attention_mask(L, return_array=cache.batch_size > 1)
     return mx.fast.scaled_dot_product_attention(queries, keys, values, scale=scale, mask=mask, sinks=sinks)
 

@@ -114,12 +114,29 @@ def _starts_lengths(given, checked, B, S):
     return starts, [key_range_end(s, int(p[1]), S) - s for s, p in zip(starts, pairs)]
 
 
-def virtual_keys(kq, vq, kw, vw, q_starts, q_lens, w_starts, w_lens, *, bits, group_size, dtype):
+# Tokens a dequantize of `virtual_keys(..., in_blocks=True)` covers. Goal: a prompt's attention
+# over a quantized history holds no more than a bf16 cache's. mx.dequantize's CPU form holds about
+# four times its output in temporaries (31 MiB for the 7.75 MiB of bf16 keys of 3968 tokens x 8
+# heads x 128); in blocks of 512 tokens those are about 4 MiB while the blocks add up to the
+# output. Dequantizing is elementwise, so the keys' bits do not depend on it. Decode steps keep one
+# dequantize (the "dequantize, then SDPA" baseline's operation count is its own).
+DEQUANTIZE_BLOCK = 512
+
+
+def _dequantized(triple, q, *, bits, group_size, dtype, in_blocks):
+    """Tokens [0, q) of a quantized (codes, scales, biases) triple, dequantized: pieces to join."""
+    step = DEQUANTIZE_BLOCK if in_blocks else max(q, 1)
+    return [mx.dequantize(*(x[:, :, s:min(s + step, q)] for x in triple), group_size=group_size,
+                          bits=bits).astype(dtype) for s in range(0, q, step)]
+
+
+def virtual_keys(kq, vq, kw, vw, q_starts, q_lens, w_starts, w_lens, *, bits, group_size, dtype, in_blocks=False):
     """Each request's keys and values as one left-aligned sequence (quantized part dequantized,
     then its window), padded with zeros to the longest: (B, H_kv, max(q + w), D) in `dtype`.
 
     A constant number of MLX operations at any B: dequantize, concatenate, one gather; where
-    every request's keys lie at the same rows, a dequantize and a concatenation."""
+    every request's keys lie at the same rows, a dequantize and a concatenation. `in_blocks`:
+    dequantized DEQUANTIZE_BLOCK tokens at a time (a prompt's, for its peak memory)."""
     B = kw.shape[0]
     lengths = [q + w for q, w in zip(q_lens, w_lens)]
     if len(set(q_lens)) == 1 and len(set(w_lens)) == 1 and not any(q_starts) and not any(w_starts) and lengths[0]:
@@ -128,10 +145,9 @@ def virtual_keys(kq, vq, kw, vw, q_starts, q_lens, w_starts, w_lens, *, bits, gr
         q, w = q_lens[0], w_lens[0]
 
         def joined(quantized, window):
-            parts = [window[:, :, :w].astype(dtype)] if w else []
-            if q:
-                part = [x[:, :, :q] for x in quantized]
-                parts.insert(0, mx.dequantize(*part, group_size=group_size, bits=bits).astype(dtype))
+            parts = _dequantized(quantized, q, bits=bits, group_size=group_size, dtype=dtype,
+                                 in_blocks=in_blocks) if q else []
+            parts += [window[:, :, :w].astype(dtype)] if w else []
             return parts[0] if len(parts) == 1 else mx.concatenate(parts, axis=2)
 
         return joined(kq, kw), joined(vq, vw)
@@ -140,8 +156,8 @@ def virtual_keys(kq, vq, kw, vw, q_starts, q_lens, w_starts, w_lens, *, bits, gr
     S_q = 0
     if kq is not None:
         S_q = kq[0].shape[-2]
-        parts_k.insert(0, mx.dequantize(*kq, group_size=group_size, bits=bits).astype(dtype))
-        parts_v.insert(0, mx.dequantize(*vq, group_size=group_size, bits=bits).astype(dtype))
+        parts_k[:0] = _dequantized(kq, S_q, bits=bits, group_size=group_size, dtype=dtype, in_blocks=in_blocks)
+        parts_v[:0] = _dequantized(vq, S_q, bits=bits, group_size=group_size, dtype=dtype, in_blocks=in_blocks)
     j = np.arange(S)[None, :]
     qs, ql, ws = (np.array(x, np.int64)[:, None] for x in (q_starts, q_lens, w_starts))
     index = np.where(j < ql, qs + j, S_q + ws + j - ql)

@@ -48,7 +48,7 @@ import numpy as np
 
 from ._problem import FLOAT_DTYPES, MAX_FUSED_QUERY_LEN, check_bits
 from .key_ranges import KeyRanges
-from .window_attention import virtual_keys, windowed_decode_attention
+from .window_attention import DEQUANTIZE_BLOCK, virtual_keys, windowed_decode_attention
 
 QUANTIZED_STEP = 256  # quantized buffers grow by this many tokens (mlx_lm's own step)
 DEFAULT_WINDOW = 128  # HF's QuantizedCache residual_length and KIVI's default R
@@ -252,19 +252,25 @@ class QuantizedWindowCache:
             tokens = new[b:b + 1, :, :take]
             if w:
                 tokens = mx.concatenate([window[b:b + 1, :, :w], tokens], axis=2)
-            for buffer, part in zip(quantized, mx.quantize(tokens[:, :, :count], group_size=self.quant_group_size,
-                                                           bits=self.quant_bits)):
-                buffer[b:b + 1, :, q:q + count] = part
+            # a prompt's tokens a block at a time: mx.quantize's temporaries, like mx.dequantize's
+            # (window_attention.DEQUANTIZE_BLOCK), are a few times its input; a decode step's
+            # flush (window tokens) is one block. Tokens are quantized one by one: same bits.
+            for s0 in range(0, count, DEQUANTIZE_BLOCK):
+                s1 = min(s0 + DEQUANTIZE_BLOCK, count)
+                for buffer, part in zip(quantized, mx.quantize(tokens[:, :, s0:s1], group_size=self.quant_group_size,
+                                                               bits=self.quant_bits)):
+                    buffer[b:b + 1, :, q + s0:q + s1] = part
             window[b:b + 1, :, :w + take - count] = tokens[:, :, count:]
 
     # --- reading ---
 
-    def dequantized(self):
+    def dequantized(self, in_blocks=False):
         """Each request's keys and values, quantized ones dequantized (the cache's dtype),
-        left-aligned and zero-padded to the longest: what mlx_lm's own attention takes."""
+        left-aligned and zero-padded to the longest: what mlx_lm's own attention takes.
+        `in_blocks`: a few hundred tokens a dequantize, for a prompt's peak memory."""
         return virtual_keys(self._kq, self._vq, self._wk, self._wv, [0] * self.batch_size, self._qlen,
                             [0] * self.batch_size, self._wlen, bits=self.quant_bits,
-                            group_size=self.quant_group_size, dtype=self._wk.dtype)
+                            group_size=self.quant_group_size, dtype=self._wk.dtype, in_blocks=in_blocks)
 
     def attend(self, queries, scale, backend=None):
         """Decode attention of `queries` (B, H_q, L, D) over the cache (causal when L > 1).

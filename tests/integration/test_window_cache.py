@@ -72,6 +72,23 @@ def test_flush_rule(window):
             assert all(mx.array_equal(a, b) for a, b in zip((got_k, got_v), (k, v) if step == 0 else (want_k, want_v)))
 
 
+def test_prompts_longer_than_a_block_keep_their_bits(monkeypatch):
+    """A prompt's tokens are quantized, and dequantized for its attention, DEQUANTIZE_BLOCK at a
+    time (for peak memory); the contents are the rule's bit for bit, and the blocks' dequantized
+    keys the one-piece ones."""
+    block = window_cache.DEQUANTIZE_BLOCK
+    window = 128
+    sizes = []
+    real = mx.quantize
+    monkeypatch.setattr(window_cache.mx, "quantize", lambda x, **kw: sizes.append(x.shape[2]) or real(x, **kw))
+    cache = fa.QuantizedWindowCache(BITS, GS, window)
+    k_all, v_all = feed(cache, [2 * block + 300, block + 1], seed=3)
+    assert sizes and max(sizes) == block and len(sizes) > 2
+    want = [expected_contents(x, window)[0] for x in (k_all, v_all)]
+    for in_blocks in (False, True):
+        assert all(mx.array_equal(a, b) for a, b in zip(cache.dequantized(in_blocks=in_blocks), want)), in_blocks
+
+
 def test_history_is_never_quantized_again(monkeypatch):
     """Decode steps between flushes quantize nothing; a flush quantizes exactly `window` tokens
     of keys and of values, and leaves the codes already written as they were."""
