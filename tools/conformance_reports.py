@@ -99,12 +99,17 @@ def run(name, kernel, convention, supports, backend, profile, out):
     print(f"{name}: {_shown(path)} (pytest exit {proc.returncode})")
 
 
+def _reports(out):
+    """(stem, report) of every JSON report in `out`, by name."""
+    return [(p.stem, json.loads(p.read_text())) for p in sorted(out.glob("*.json"))]
+
+
 def summary(out):
     """docs/conformance/README.md: property x kernel, from every report there; and each report's
     markdown twin, rewritten from its JSON (a report copied back from a GPU machine may come alone)."""
     from fusedattend.conformance import report
 
-    docs = [(p.stem, json.loads(p.read_text())) for p in sorted(out.glob("*.json"))]
+    docs = _reports(out)
     for stem, doc in docs:
         (out / f"{stem}.md").write_text(report.markdown(doc))
     names = []
@@ -156,7 +161,7 @@ def _fusedattend_cell(docs, name):
 
 def semantics_table(out):
     """The README's semantics-versus-MLX table (markdown lines) from the reports in `out`."""
-    docs = [(p.stem, json.loads(p.read_text())) for p in sorted(out.glob("*.json"))]
+    docs = _reports(out)
     by_stem = dict(docs)
     columns = [(stem, title) for stem, title in MLX_COLUMNS if stem in by_stem]
     backends = sorted({stem.removeprefix("fusedattend-").removeprefix("quantized-").removesuffix("-cpu")

@@ -194,22 +194,11 @@ def case_visibility(case, mask_np=None):
 
 
 def weights(case, mask_np=None):
-    """float64 softmax weights (NL or 1, B, H_q, L, S) of the case's keys in each query row, 0
-    where the row does not see the key; `mask_np` (numpy) replaces the case's mask."""
-    sp = case.spec
+    """float64 softmax weights (NL or 1, B, H_q, L, S) of the case's keys in each query row, as
+    the oracle weighs them before normalising; 0 where the row does not see the key. `mask_np`
+    (numpy) replaces the case's mask."""
     m = case.np_mask() if mask_np is None else mask_np
-    vis = case_visibility(case, m)
-    q = to_np(case.q) if case.layered else to_np(case.q)[None]
-    k = np_kv(case)[0]
-    k = (k if case.layered else k[None])[:, :, np.arange(sp.H_q) // (sp.H_q // sp.H_kv)]
-    scale = sp.D ** -0.5 if case.scale is None else case.scale
-    with np.errstate(invalid="ignore", over="ignore"):
-        s = scale * q @ k.swapaxes(-1, -2)
-        if m is not None and not isinstance(m, str) and m.dtype != bool:
-            s = s + np.asarray(m, np.float64).reshape((1,) * (5 - m.ndim) + m.shape)
-        s = np.where(vis, s, -np.inf)
-        top = s.max(axis=-1, keepdims=True)
-        return np.where(vis, np.exp(s - np.where(top == -np.inf, 0.0, top)), 0.0)
+    return oracle.weights(to_np(case.q), np_kv(case)[0], scale=case.scale, mask=m, key_ranges=case.np_key_ranges())
 
 
 # ------------------------------------------------------------------------------------------------

@@ -65,6 +65,49 @@ def visibility(q_shape, S, mask=None, key_ranges=None):
     return vis
 
 
+def _visible_heads(q5, k5, v5, mask, key_ranges):
+    """(visibility (NL,B,H_q,L,S), K and V per query head): query head h reads kv head h // G.
+    Garbage in hidden keys must not reach anything: K/V rows no row of a head sees are zeroed
+    (their scores are replaced with -inf after the product in _scored)."""
+    H_q, H_kv, S = q5.shape[2], k5.shape[2], k5.shape[3]
+    heads = np.arange(H_q) // (H_q // H_kv)
+    vis = visibility(q5.shape, S, mask, key_ranges)
+    key_seen = vis.any(axis=-2)[..., None]  # (NL,B,H_q,S,1): keys some row of this head sees
+    kh = np.where(key_seen, k5[:, :, heads], 0.0)
+    vh = None if v5 is None else np.where(key_seen, v5[:, :, heads], 0.0)
+    return vis, kh, vh
+
+
+def _scored(q5, kh, vis, scale, mask):
+    """(scores, -inf where hidden; their magnitude bound scale * |q| |k| + |mask|; weights
+    exp(s - row max), 0 where hidden), float64, (NL,B,H_q,L,S)."""
+    with np.errstate(invalid="ignore", over="ignore"):  # garbage and huge inputs are the point
+        s = scale * (q5 @ kh.swapaxes(-1, -2))
+        mag = abs(scale) * (np.abs(q5) @ np.abs(kh).swapaxes(-1, -2))
+        if mask is not None and not isinstance(mask, str):
+            m = np.asarray(mask)
+            if m.dtype != bool:
+                m = m.astype(np.float64).reshape((1,) * (5 - m.ndim) + m.shape)
+                madd = np.where(vis, m, 0.0)
+                s = s + madd
+                mag = mag + np.abs(madd)
+        s = np.where(vis, s, -np.inf)
+        rowmax = np.where(vis.any(axis=-1, keepdims=True), s.max(axis=-1, keepdims=True), 0.0)
+        w = np.where(vis, np.exp(s - rowmax), 0.0)
+    return s, mag, w
+
+
+def weights(q, k, *, scale=None, mask=None, key_ranges=None):
+    """float64 softmax weights before normalisation, exp(s - row max), as `attention` weighs:
+    (NL, B, H_q, L, S), NL = 1 for 4-D queries; 0 where a row does not see the key."""
+    q5, _ = _five(q, "queries")
+    k5, _ = _five(k, "keys")
+    q5, k5 = q5.astype(np.float64), k5.astype(np.float64)
+    scale = 1.0 / math.sqrt(q5.shape[-1]) if scale is None else float(scale)
+    vis, kh, _ = _visible_heads(q5, k5, None, mask, key_ranges)
+    return _scored(q5, kh, vis, scale, mask)[2]
+
+
 def attention(q, k, v, *, scale=None, mask=None, key_ranges=None, stats=False):
     """float64 attention. q: (B,H_q,L,D) or (NL,B,H_q,L,D); k, v: (…, H_kv, S, D).
 
@@ -79,37 +122,10 @@ def attention(q, k, v, *, scale=None, mask=None, key_ranges=None, stats=False):
     q5 = q5.astype(np.float64)
     k5 = k5.astype(np.float64)
     v5 = v5.astype(np.float64)
-    NL, B, H_q, L, D = q5.shape
-    H_kv, S = k5.shape[2], k5.shape[3]
-    G = H_q // H_kv
-    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
-
-    # GQA: query head h reads kv head h // G
-    heads = np.arange(H_q) // G
-    kh = k5[:, :, heads]  # (NL, B, H_q, S, D)
-    vh = v5[:, :, heads]
-
-    vis = visibility(q5.shape, S, mask, key_ranges)
+    scale = 1.0 / math.sqrt(q5.shape[-1]) if scale is None else float(scale)
+    vis, kh, vh = _visible_heads(q5, k5, v5, mask, key_ranges)
     any_vis = vis.any(axis=-1, keepdims=True)  # rows that see a key
-    key_seen = vis.any(axis=-2)  # (NL,B,H_q,S): keys some row of this head sees
-
-    # garbage in hidden keys must not reach anything: zero K/V rows no row of this head sees,
-    # and replace hidden scores with -inf after the product.
-    kh = np.where(key_seen[..., None], kh, 0.0)
-    vh = np.where(key_seen[..., None], vh, 0.0)
-    with np.errstate(invalid="ignore", over="ignore"):
-        s = scale * (q5 @ kh.swapaxes(-1, -2))
-        mag = abs(scale) * (np.abs(q5) @ np.abs(kh).swapaxes(-1, -2))
-    if mask is not None and not isinstance(mask, str):
-        m = np.asarray(mask)
-        if m.dtype != bool:
-            m = m.astype(np.float64).reshape((1,) * (5 - m.ndim) + m.shape)
-            madd = np.where(vis, m, 0.0)
-            s = s + madd
-            mag = mag + np.abs(madd)
-    s = np.where(vis, s, -np.inf)
-    rowmax = np.where(any_vis, s.max(axis=-1, keepdims=True), 0.0)
-    w = np.where(vis, np.exp(s - rowmax), 0.0)
+    s, mag, w = _scored(q5, kh, vis, scale, mask)
     denom = w.sum(axis=-1, keepdims=True)
     # a row sees only its own visible keys even when another row of the head sees more, and
     # takes no term from a key it weighs 0: sum over the terms of non-zero weight, spelled out
