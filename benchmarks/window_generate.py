@@ -249,6 +249,13 @@ def plot(rows, path):
     fig.savefig(path)
 
 
+def save(args, rows, errors, complete):
+    with open(args.json, "w") as f:
+        json.dump({"model": args.model, "layers": args.layers, "tokens": args.tokens, "window": args.window,
+                   "device": str(mx.default_device()), "complete": complete, "rows": rows,
+                   "attention_error": errors}, f, indent=1)
+
+
 def main(argv=None):
     args = parse_args(argv)
     model = build_model(args.model, args.layers, args.seed, getattr(mx, args.dtype))
@@ -274,6 +281,8 @@ def main(argv=None):
                 return 1
         rows += [dict(batch=B, context=context, arm=arm, **{k: v for k, v in r.items() if k != "tokens"})
                  for arm, r in results.items()]
+        if args.json:  # after every cell: a run cut short keeps the rows it finished
+            save(args, rows, None, complete=False)
     print(file=sys.stderr)
     print(table(rows))
     errors = None
@@ -284,9 +293,7 @@ def main(argv=None):
                   f"largest {max(per_step):.3g}, mean {sum(per_step) / len(per_step):.3g} "
                   f"({len(per_step)} steps, context {args.context[0]})")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"model": args.model, "layers": args.layers, "tokens": args.tokens, "window": args.window,
-                       "device": str(mx.default_device()), "rows": rows, "attention_error": errors}, f, indent=1)
+        save(args, rows, errors, complete=True)
     if args.plot:
         plot(rows, args.plot)
     return 0

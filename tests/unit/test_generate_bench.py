@@ -17,8 +17,9 @@ ARGS = ["--model", "tiny", "--layers", "1", "--batch", "2", "--context", "20", "
 def test_rows_of_every_arm(tmp_path, capsys):
     path = tmp_path / "rows.json"
     assert window_generate.main(ARGS + ["--json", str(path)]) == 0
-    rows = json.loads(path.read_text())["rows"]
-    assert [r["arm"] for r in rows] == list(window_generate.ARMS)
+    saved = json.loads(path.read_text())
+    rows = saved["rows"]
+    assert saved["complete"] and [r["arm"] for r in rows] == list(window_generate.ARMS)
     for r in rows:
         if "error" in r:  # mlx_lm's 4-bit decode raises on MLX 0.32.4's CUDA backend: a row that says so
             assert r["arm"] == "mlx_lm 4-bit" and mx.default_device() == mx.gpu, r
@@ -57,3 +58,20 @@ def test_attention_error_with_and_without_the_window(tmp_path):
     errors = json.loads(path.read_text())["attention_error"]
     assert sorted(errors) == ["no window", "window"]
     assert all(len(e) == 3 and all(0 < x < 1 for x in e) for e in errors.values())
+
+
+def test_a_run_cut_short_keeps_its_finished_cells(monkeypatch, tmp_path):
+    path = tmp_path / "rows.json"
+    real, calls = window_generate.run_arm, []
+
+    def cut_in_the_second_cell(arm, model, prompts, *args):
+        calls.append(prompts.shape[1])
+        if len(calls) > 2:
+            raise KeyboardInterrupt
+        return real(arm, model, prompts, *args)
+
+    monkeypatch.setattr(window_generate, "run_arm", cut_in_the_second_cell)
+    with pytest.raises(KeyboardInterrupt):
+        window_generate.main(ARGS + ["--context", "20", "24", "--arms", "dequantize", "fused", "--json", str(path)])
+    saved = json.loads(path.read_text())
+    assert not saved["complete"] and [(r["context"], r["arm"]) for r in saved["rows"]] == [(20, "dequantize"), (20, "fused")]
