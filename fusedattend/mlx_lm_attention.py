@@ -107,7 +107,10 @@ def _over_window_cache(queries, keys, values, scale, sinks, backend):
     if keys.fresh is None and sinks is None and L <= MAX_FUSED_QUERY_LEN and not cache.last_update_padded():
         return cache.attend(queries, scale, backend)
     keys, values = (keys.fresh, values.fresh) if keys.fresh is not None else cache.dequantized(in_blocks=True)
-    mask = cache.attention_mask(L, return_array=cache.batch_size > 1)
+    # An array only where requests differ: an aligned batch keeps "causal", the mask a bf16
+    # KVCache's batch of equal prompts gives MLX's SDPA, so that both take the same kernel (an
+    # array can send it to its unfused form, which holds B x H x L x S scores).
+    mask = cache.attention_mask(L)
     return mx.fast.scaled_dot_product_attention(queries, keys, values, scale=scale, mask=mask, sinks=sinks)
 
 

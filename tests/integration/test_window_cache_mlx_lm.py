@@ -165,6 +165,26 @@ def test_a_short_padded_prompt_chunk_over_history(backend, patched):
         assert_close(np.array(out[b:b + 1, :, :n]), np.array(own), 1e-5)
 
 
+def test_an_aligned_batched_prompt_takes_sdpa_causal(monkeypatch, patched):
+    """Requests of equal lengths, a prompt chunk over history: MLX's SDPA gets the "causal" string
+    (its fused form on the GPU), not a (B, 1, L, S) array; requests that differ get the array."""
+    from tests.integration.test_window_cache import batch_of, tokens
+
+    masks, sdpa = [], mx.fast.scaled_dot_product_attention
+
+    def recording(*args, mask=None, **kwargs):
+        masks.append(mask)
+        return sdpa(*args, mask=mask, **kwargs)
+
+    monkeypatch.setattr(mlx_lm_attention.mx.fast, "scaled_dot_product_attention", recording)
+    q = mx.random.normal((2, 8, 12, 64), key=mx.random.key(8))
+    for held in ([9, 9], [9, 5]):
+        _, batch = batch_of(held, window=WINDOW)
+        keys, values = batch.update_and_fetch(*tokens(12, 7, B=2))
+        mlx_lm_attention.scaled_dot_product_attention(q, keys, values, batch, 0.125, "causal")
+    assert masks[0] == "causal" and isinstance(masks[1], mx.array) and masks[1].shape == (2, 1, 12, 21)
+
+
 def test_sinks_take_mlx_sdpa_over_the_dequantized_keys(patched):
     """Attention sinks (gpt-oss) have no fused form: MLX's SDPA takes them over the cache's keys
     dequantized, and they change the result."""
