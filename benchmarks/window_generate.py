@@ -6,7 +6,8 @@
 
 A model of random bfloat16 weights built from a real configuration (no download), B prompts of
 `context` random tokens, prefilled in 2048-token chunks, then `tokens` greedy steps queued as
-mlx_lm's generate_step queues them. Arms (each on fresh caches):
+mlx_lm's generate_step queues them, each arm once untimed (3 tokens) and then timed. Arms (each on
+fresh caches):
 - "bf16": mlx_lm's KVCache, its own attention;
 - "mlx_lm 4-bit": mlx_lm's QuantizedKVCache, its own attention (reported with its error where it
   raises, as on MLX 0.32.4's CUDA backend);
@@ -48,6 +49,7 @@ MODELS = {
 }
 ARMS = ("bf16", "mlx_lm 4-bit", "dequantize", "fused")
 PREFILL_CHUNK = 2048
+WARMUP_TOKENS = 3  # a cell's untimed run: its prompt and two queued steps
 
 
 def build_model(name, layers=None, seed=0, dtype=mx.bfloat16):
@@ -267,6 +269,9 @@ def main(argv=None):
         results = {}
         for arm in args.arms:
             print(f"\r[{n + 1}/{len(cells)}] B={B} context={context} {arm:<12}", end="", file=sys.stderr, flush=True)
+            # Untimed first: the kernels this cell's shapes need get compiled (on the GPU seconds,
+            # which the first arm to run would otherwise count as its time to first token).
+            run_arm(arm, model, prompts, min(WARMUP_TOKENS, args.tokens), args.window)
             results[arm] = run_arm(arm, model, prompts, args.tokens, args.window)
         if "dequantize" in results and "fused" in results:
             a, b = results["dequantize"], results["fused"]

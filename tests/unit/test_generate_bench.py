@@ -64,14 +64,16 @@ def test_a_run_cut_short_keeps_its_finished_cells(monkeypatch, tmp_path):
     path = tmp_path / "rows.json"
     real, calls = window_generate.run_arm, []
 
-    def cut_in_the_second_cell(arm, model, prompts, *args):
-        calls.append(prompts.shape[1])
-        if len(calls) > 2:
+    def cut_in_the_second_cell(arm, model, prompts, tokens, window):
+        calls.append((prompts.shape[1], arm, tokens))
+        if len(calls) > 4:
             raise KeyboardInterrupt
-        return real(arm, model, prompts, *args)
+        return real(arm, model, prompts, tokens, window)
 
     monkeypatch.setattr(window_generate, "run_arm", cut_in_the_second_cell)
     with pytest.raises(KeyboardInterrupt):
         window_generate.main(ARGS + ["--context", "20", "24", "--arms", "dequantize", "fused", "--json", str(path)])
     saved = json.loads(path.read_text())
     assert not saved["complete"] and [(r["context"], r["arm"]) for r in saved["rows"]] == [(20, "dequantize"), (20, "fused")]
+    # each arm's timed run follows an untimed one of the same prompts, which compiles its kernels
+    assert calls[:4] == [(20, "dequantize", 3), (20, "dequantize", 4), (20, "fused", 3), (20, "fused", 4)]
