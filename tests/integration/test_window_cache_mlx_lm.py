@@ -178,11 +178,18 @@ def test_an_aligned_batched_prompt_takes_sdpa_causal(monkeypatch, patched):
 
     monkeypatch.setattr(mlx_lm_attention.mx.fast, "scaled_dot_product_attention", recording)
     q = mx.random.normal((2, 8, 12, 64), key=mx.random.key(8))
+    k, v = tokens(12, 7, B=2)
+    batched = []
     for held in ([9, 9], [9, 5]):
-        _, batch = batch_of(held, window=WINDOW)
-        keys, values = batch.update_and_fetch(*tokens(12, 7, B=2))
-        mlx_lm_attention.scaled_dot_product_attention(q, keys, values, batch, 0.125, "causal")
-    assert masks[0] == "causal" and isinstance(masks[1], mx.array) and masks[1].shape == (2, 1, 12, 21)
+        alone, batch = batch_of(held, window=WINDOW)
+        keys, values = batch.update_and_fetch(k, v)
+        out = mlx_lm_attention.scaled_dot_product_attention(q, keys, values, batch, 0.125, "causal")
+        batched.append(masks[-1])
+        for b, c in enumerate(alone):  # and each request's rows are its own
+            keys, values = c.update_and_fetch(k[b:b + 1], v[b:b + 1])
+            own = mlx_lm_attention.scaled_dot_product_attention(q[b:b + 1], keys, values, c, 0.125, "causal")
+            assert_close(np.array(out[b:b + 1]), np.array(own), 1e-5)
+    assert batched[0] == "causal" and isinstance(batched[1], mx.array) and batched[1].shape == (2, 1, 12, 21)
 
 
 def test_sinks_take_mlx_sdpa_over_the_dequantized_keys(patched):
