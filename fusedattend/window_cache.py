@@ -294,9 +294,10 @@ class QuantizedWindowCache:
         """Whether the last update's rows were right-padded for some request (a batched prompt)."""
         return len(set(self._last)) > 1
 
-    def attention_mask(self, N, return_array=False):
-        """The mask over `dequantized()`'s keys for the last update's N query rows."""
-        return _dense_mask(self.lengths, self._last, N, return_array)
+    def attention_mask(self, N):
+        """The mask over `dequantized()`'s keys for the last update's N query rows: None or
+        "causal" where every request is aligned, else a boolean array."""
+        return _dense_mask(self.lengths, self._last, N, return_array=False)
 
     def make_mask(self, N, return_array=False, window_size=None, **kwargs):
         """The mask the model's next update of N tokens needs (mlx_lm asks before updating)."""
