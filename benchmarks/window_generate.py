@@ -5,7 +5,7 @@
         [--json F] [--plot F]
 
 A model of random bfloat16 weights built from a real configuration (no download), B prompts of
-`context` random tokens, prefilled in 2048-token chunks, then `tokens` greedy steps queued as
+`context` random tokens, prefilled in chunks (prefill_chunk), then `tokens` greedy steps queued as
 mlx_lm's generate_step queues them, each arm once untimed (3 tokens) and then timed. Arms (each on
 fresh caches):
 - "bf16": mlx_lm's KVCache, its own attention;
@@ -14,7 +14,9 @@ fresh caches):
 - "dequantize": QuantizedWindowCache unpatched: its keys dequantized, then MLX's SDPA;
 - "fused": QuantizedWindowCache under patch_mlx_lm: decode steps in windowed_decode_attention.
 Before any time is reported, "dequantize" and "fused" must give the same greedy tokens for every
-request: otherwise the run stops and says where they part (exit status 1). Random weights give
+request: otherwise the run stops and says where they part (exit status 1). An arm that raises
+(mlx_lm's 4-bit on CUDA, out of memory at a large B and context) gets a row with its error, and
+the grid goes on. Random weights give
 flat distributions, whose top two logits may lie a bfloat16 step apart: there the two arms'
 roundings (MLX's SDPA against fusedattend's float32 sums) can pick different tokens (seen on the
 tiny model: a gap of 0.0078 against a difference of 0.0166); --dtype float32 makes such ties rare.
@@ -49,6 +51,12 @@ MODELS = {
 }
 ARMS = ("bf16", "mlx_lm 4-bit", "dequantize", "fused")
 PREFILL_CHUNK = 2048
+# Tokens of one prefill chunk over the whole batch. Goal: a chunk's attention fits beside the
+# cache where MLX's SDPA takes its unfused form (scores materialised, as on the CPU). Example:
+# B = 32 at 8192 tokens in 2048-token chunks would be 32 x 32 heads x 2048 x 8192 scores, 34 GiB
+# in bf16 a copy; in 256-token chunks, 4.3 GiB. Rule: mlx_lm's 2048 tokens a request, fewer so
+# that the batch's chunk holds at most PREFILL_TOKENS (every arm the same chunks).
+PREFILL_TOKENS = 8192
 WARMUP_TOKENS = 3  # a cell's untimed run: its prompt and two queued steps
 
 
@@ -77,11 +85,17 @@ def caches_for(arm, model, window, bits=4, group_size=64):
     return fusedattend.make_prompt_cache(model, bits=bits, group_size=group_size, window=window)
 
 
+def prefill_chunk(B):
+    """Tokens a request in each prefill chunk of a batch of B (PREFILL_TOKENS)."""
+    return max(1, min(PREFILL_CHUNK, PREFILL_TOKENS // B))
+
+
 def generate(model, caches, prompts, tokens):
     """(greedy tokens (B, tokens) as lists, seconds to first token, seconds of the decode steps)."""
     start = time.perf_counter()
-    for i in range(0, prompts.shape[1] - 1, PREFILL_CHUNK):
-        model(prompts[:, i:min(i + PREFILL_CHUNK, prompts.shape[1] - 1)], cache=caches)
+    chunk = prefill_chunk(prompts.shape[0])
+    for i in range(0, prompts.shape[1] - 1, chunk):
+        model(prompts[:, i:min(i + chunk, prompts.shape[1] - 1)], cache=caches)
         mx.eval([c.state for c in caches])
 
     def step(y):
@@ -111,7 +125,7 @@ def run_arm(arm, model, prompts, tokens, window):
     try:
         caches = caches_for(arm, model, window)
         out, ttft, decode = generate(model, caches, prompts, tokens)
-    except Exception as err:  # mlx_lm's quantized attention raises on CUDA
+    except Exception as err:  # mlx_lm's quantized attention on CUDA, out of memory
         return {"error": f"{type(err).__name__}: {str(err).splitlines()[0][:120]}"}
     finally:
         if restore:
@@ -271,14 +285,14 @@ def main(argv=None):
             print(f"\r[{n + 1}/{len(cells)}] B={B} context={context} {arm:<12}", end="", file=sys.stderr, flush=True)
             # Untimed first: the kernels this cell's shapes need get compiled (on the GPU seconds,
             # which the first arm to run would otherwise count as its time to first token).
-            run_arm(arm, model, prompts, min(WARMUP_TOKENS, args.tokens), args.window)
-            results[arm] = run_arm(arm, model, prompts, args.tokens, args.window)
+            warm = run_arm(arm, model, prompts, min(WARMUP_TOKENS, args.tokens), args.window)
+            results[arm] = warm if "error" in warm else run_arm(arm, model, prompts, args.tokens, args.window)
         if "dequantize" in results and "fused" in results:
             a, b = results["dequantize"], results["fused"]
-            if "error" in a or "error" in b:
-                print(f"\nB={B} context={context}: {a.get('error') or b.get('error')}", file=sys.stderr)
-                return 1
-            where = first_difference(a["tokens"], b["tokens"])
+            for arm in ("dequantize", "fused"):
+                if "error" in results[arm]:
+                    print(f"\nB={B} context={context}, {arm}: {results[arm]['error']}", file=sys.stderr)
+            where = None if "error" in a or "error" in b else first_difference(a["tokens"], b["tokens"])
             if where is not None:
                 request, step, s, t = where
                 print(f"\nB={B} context={context}: the dequantize and fused arms part at request {request}, "

@@ -77,3 +77,27 @@ def test_a_run_cut_short_keeps_its_finished_cells(monkeypatch, tmp_path):
     assert not saved["complete"] and [(r["context"], r["arm"]) for r in saved["rows"]] == [(20, "dequantize"), (20, "fused")]
     # each arm's timed run follows an untimed one of the same prompts, which compiles its kernels
     assert calls[:4] == [(20, "dequantize", 3), (20, "dequantize", 4), (20, "fused", 3), (20, "fused", 4)]
+
+
+def test_an_arm_that_raises_gets_its_row_and_the_grid_goes_on(monkeypatch, tmp_path, capsys):
+    path = tmp_path / "rows.json"
+    real, calls = window_generate.run_arm, []
+
+    def out_of_memory_at_24(arm, model, prompts, tokens, window):
+        calls.append((prompts.shape[1], arm, tokens))
+        if arm == "fused" and prompts.shape[1] == 24:
+            return {"error": "RuntimeError: out of memory"}
+        return real(arm, model, prompts, tokens, window)
+
+    monkeypatch.setattr(window_generate, "run_arm", out_of_memory_at_24)
+    argv = ARGS + ["--context", "24", "20", "--arms", "dequantize", "fused", "--json", str(path)]
+    assert window_generate.main(argv) == 0
+    rows = json.loads(path.read_text())["rows"]
+    assert [(r["context"], r["arm"], "error" in r) for r in rows] == [
+        (24, "dequantize", False), (24, "fused", True), (20, "dequantize", False), (20, "fused", False)]
+    assert "B=2 context=24, fused: RuntimeError: out of memory" in capsys.readouterr().err
+    assert (24, "fused", 4) not in calls  # an arm whose untimed run raised is not run again
+
+
+def test_prefill_chunks_hold_a_bounded_number_of_tokens():
+    assert [window_generate.prefill_chunk(B) for B in (1, 4, 8, 32, 10**5)] == [2048, 2048, 1024, 256, 1]
