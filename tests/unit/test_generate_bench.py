@@ -37,12 +37,41 @@ def test_stops_where_the_arms_part(monkeypatch, capsys):
         result = real(arm, *args)
         if arm == "fused":
             result["tokens"][1][2] += 1
+            result["top_two"][1][2] = [6.0, 5.0]  # a whole logit apart in this arm: no tie
         return result
 
     monkeypatch.setattr(window_generate, "run_arm", parting)
     assert window_generate.main(ARGS + ["--arms", "dequantize", "fused"]) == 1
     captured = capsys.readouterr()
-    assert "part at request 1, step 2" in captured.err and "tokens/s" not in captured.out
+    assert "part at request 1, step 2" in captured.err and "not at a tie" in captured.err
+    assert "tokens/s" not in captured.out
+
+
+def test_a_parting_at_a_near_tie_is_reported_and_the_run_goes_on(monkeypatch, tmp_path, capsys):
+    real = window_generate.run_arm
+
+    def tied(arm, *args):
+        result = real(arm, *args)
+        if "tokens" in result and arm in ("dequantize", "fused") and len(result["tokens"][1]) == 4:  # timed runs
+            result["top_two"][1][2] = [5.3, 5.25]  # 5.3's bfloat16 steps are 0.03125: within two
+            if arm == "fused":
+                result["tokens"][1][2] += 1
+                result["tokens"][1][3] += 1  # after a parting, tokens are not compared
+        return result
+
+    monkeypatch.setattr(window_generate, "run_arm", tied)
+    path = tmp_path / "rows.json"
+    assert window_generate.main(ARGS + ["--arms", "dequantize", "fused", "--json", str(path)]) == 0
+    assert "part at request 1, step 2" in capsys.readouterr().err
+    rows = json.loads(path.read_text())["rows"]
+    assert [r["parted_at_ties"] for r in rows] == [[[1, 2]], [[1, 2]]]
+    assert all(r["median_top_gap"] > 0 for r in rows)
+
+
+@pytest.mark.parametrize("top_two, tie", [([5.3, 5.25], True), ([5.3, 5.23], False), ([-5.3, -5.3], True),
+                                          ([0.0, 0.0], True), ([1.0, 0.99], True), ([1.0, 0.98], False)])
+def test_near_ties_are_two_bfloat16_steps_of_the_top(top_two, tie):
+    assert window_generate.near_tie(top_two) == tie
 
 
 @pytest.mark.parametrize("bad", [["--batch", "0"], ["--window", "0"], ["--model", "gpt2"]])
