@@ -123,11 +123,16 @@ def _starts_lengths(given, checked, B, S):
 DEQUANTIZE_BLOCK = 512
 
 
+def token_blocks(n, step=DEQUANTIZE_BLOCK):
+    """(start, end) of tokens [0, n) in pieces of `step` tokens, the last one shorter."""
+    return [(s, min(s + step, n)) for s in range(0, n, step)]
+
+
 def _dequantized(triple, q, *, bits, group_size, dtype, in_blocks):
     """Tokens [0, q) of a quantized (codes, scales, biases) triple, dequantized: pieces to join."""
-    step = DEQUANTIZE_BLOCK if in_blocks else max(q, 1)
-    return [mx.dequantize(*(x[:, :, s:min(s + step, q)] for x in triple), group_size=group_size,
-                          bits=bits).astype(dtype) for s in range(0, q, step)]
+    pieces = token_blocks(q) if in_blocks else [(0, q)] if q else []
+    return [mx.dequantize(*(x[:, :, s0:s1] for x in triple), group_size=group_size, bits=bits).astype(dtype)
+            for s0, s1 in pieces]
 
 
 def virtual_keys(kq, vq, kw, vw, q_starts, q_lens, w_starts, w_lens, *, bits, group_size, dtype, in_blocks=False):

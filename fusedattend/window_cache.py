@@ -48,7 +48,7 @@ import numpy as np
 
 from ._problem import FLOAT_DTYPES, MAX_FUSED_QUERY_LEN, check_bits
 from .key_ranges import KeyRanges
-from .window_attention import DEQUANTIZE_BLOCK, virtual_keys, windowed_decode_attention
+from .window_attention import token_blocks, virtual_keys, windowed_decode_attention
 
 QUANTIZED_STEP = 256  # quantized buffers grow by this many tokens (mlx_lm's own step)
 DEFAULT_WINDOW = 128  # HF's QuantizedCache residual_length and KIVI's default R
@@ -255,8 +255,7 @@ class QuantizedWindowCache:
             # a prompt's tokens a block at a time: mx.quantize's temporaries, like mx.dequantize's
             # (window_attention.DEQUANTIZE_BLOCK), are a few times its input; a decode step's
             # flush (window tokens) is one block. Tokens are quantized one by one: same bits.
-            for s0 in range(0, count, DEQUANTIZE_BLOCK):
-                s1 = min(s0 + DEQUANTIZE_BLOCK, count)
+            for s0, s1 in token_blocks(count):
                 for buffer, part in zip(quantized, mx.quantize(tokens[:, :, s0:s1], group_size=self.quant_group_size,
                                                                bits=self.quant_bits)):
                     buffer[b:b + 1, :, q + s0:q + s1] = part

@@ -15,7 +15,7 @@ pytest.importorskip("mlx_lm")
 from mlx_lm.models.cache import load_prompt_cache, save_prompt_cache, trim_prompt_cache  # noqa: E402
 
 import fusedattend as fa  # noqa: E402
-from fusedattend import mlx_lm_cache, window_cache  # noqa: E402
+from fusedattend import mlx_lm_cache, window_attention, window_cache  # noqa: E402
 
 H, D, BITS, GS = 2, 64, 4, 64
 
@@ -76,7 +76,7 @@ def test_prompts_longer_than_a_block_keep_their_bits(monkeypatch):
     """A prompt's tokens are quantized, and dequantized for its attention, DEQUANTIZE_BLOCK at a
     time (for peak memory); the contents are the rule's bit for bit, and the blocks' dequantized
     keys the one-piece ones."""
-    block = window_cache.DEQUANTIZE_BLOCK
+    block = window_attention.DEQUANTIZE_BLOCK
     window = 128
     sizes = []
     real = mx.quantize
