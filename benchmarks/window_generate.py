@@ -25,9 +25,10 @@ pick different tokens (seen on the tiny model: a gap of 0.0078 against a differe
 whose tokens part where both arms' top two lie within TIE_STEPS bfloat16 steps (the histories are
 the same up to there) is reported as parted at a near tie, its later tokens not compared.
 
-Reported a row: tokens/s of the decode steps (B * tokens / their time), ms a step, time to first
-token (the prefill and the first step), peak memory (mx.get_peak_memory over the arm) and the
-cache's bytes a token (its nbytes over the tokens it holds). --error-steps N adds the attention
+Reported a row: ms a step (the median of the decode steps, each from one token read to the
+next), tokens/s (B over it), the steps' mean, time to first token (the prefill and the first
+step), peak memory (mx.get_peak_memory over the arm) and the cache's bytes a token (its nbytes
+over the tokens it holds). --error-steps N adds the attention
 outputs' error against a bf16 cache along N steps, with the window and without (every token 4-bit).
 """
 
@@ -117,17 +118,21 @@ def generate(model, caches, prompts, tokens):
     y, top = step(prompts[:, -1])
     mx.eval(y, top)
     first = time.perf_counter()
+    ready = [first]  # when each token was read: token 0, then 1 ... tokens - 1
     out, tops = [y], [top]
-    for _ in range(tokens - 1):  # as generate_step: the next step sent before this token is read
+    for i in range(1, tokens):  # as generate_step: the next step sent before this token is read
         next_y, top = step(y)
         mx.async_eval(next_y, top)
         mx.eval(y)
+        if i > 1:  # token i - 1 (token 0 was read before the loop)
+            ready.append(time.perf_counter())
         y = next_y
         out.append(y)
         tops.append(top)
     mx.eval(y, tops)
-    end = time.perf_counter()
-    return mx.stack(out, axis=1).tolist(), mx.stack(tops, axis=1).astype(mx.float32).tolist(), first - start, end - first
+    ready.append(time.perf_counter())
+    steps = [b - a for a, b in zip(ready, ready[1:])] if tokens > 1 else []
+    return mx.stack(out, axis=1).tolist(), mx.stack(tops, axis=1).astype(mx.float32).tolist(), first - start, steps
 
 
 def run_arm(arm, model, prompts, tokens, window):
@@ -138,7 +143,7 @@ def run_arm(arm, model, prompts, tokens, window):
     mx.reset_peak_memory()
     try:
         caches = caches_for(arm, model, window)
-        out, tops, ttft, decode = generate(model, caches, prompts, tokens)
+        out, tops, ttft, step_times = generate(model, caches, prompts, tokens)
     except Exception as err:  # mlx_lm's quantized attention on CUDA, out of memory
         return {"error": f"{type(err).__name__}: {str(err).splitlines()[0][:120]}"}
     finally:
@@ -146,10 +151,12 @@ def run_arm(arm, model, prompts, tokens, window):
             restore()
     B = prompts.shape[0]
     held = B * (prompts.shape[1] + tokens - 1)
-    steps = max(tokens - 1, 1)
     gaps = sorted(max(t) - min(t) for request in tops for t in request)
-    return {"tokens": out, "top_two": tops, "median_top_gap": gaps[len(gaps) // 2], "tokens_per_s": B * steps / decode if tokens > 1 else None,
-            "ms_per_step": 1e3 * decode / steps if tokens > 1 else None, "ttft_s": ttft,
+    # The median step: a step that flushes the windows, or a pause of the host, moves it little.
+    median = sorted(step_times)[len(step_times) // 2] if step_times else None
+    return {"tokens": out, "top_two": tops, "median_top_gap": gaps[len(gaps) // 2],
+            "tokens_per_s": B / median if median else None, "ms_per_step": median and 1e3 * median,
+            "ms_per_step_mean": step_times and 1e3 * sum(step_times) / len(step_times) or None, "ttft_s": ttft,
             "peak_bytes": mx.get_peak_memory(), "kv_bytes_per_token": sum(c.nbytes for c in caches) / held}
 
 

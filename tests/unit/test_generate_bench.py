@@ -25,6 +25,7 @@ def test_rows_of_every_arm(tmp_path, capsys):
             assert r["arm"] == "mlx_lm 4-bit" and mx.default_device() == mx.gpu, r
             continue
         assert r["tokens_per_s"] > 0 and r["ttft_s"] > 0 and r["peak_bytes"] > 0 and r["kv_bytes_per_token"] > 0
+        assert r["ms_per_step"] == pytest.approx(1e3 * 2 / r["tokens_per_s"]) and r["ms_per_step_mean"] > 0
     bf16, _, dequantize, fused = (r.get("kv_bytes_per_token") for r in rows)
     assert dequantize == fused < bf16
     assert "| 2 | 20 | fused |" in capsys.readouterr().out
