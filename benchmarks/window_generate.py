@@ -28,8 +28,8 @@ the same up to there) is reported as parted at a near tie, its later tokens not 
 Reported a row: ms a step (the median of the decode steps, each from one token read to the
 next), tokens/s (B over it), the steps' mean, time to first token (the prefill and the first
 step), peak memory (mx.get_peak_memory over the arm) and the cache's bytes a token (its nbytes
-over the tokens it holds). --error-steps N adds the attention
-outputs' error against a bf16 cache along N steps, with the window and without (every token 4-bit).
+over the tokens it holds). --error-steps N adds the attention outputs' error against a bf16
+cache along N steps, with the window and without (every token 4-bit).
 """
 
 from __future__ import annotations
