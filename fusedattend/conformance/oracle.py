@@ -78,19 +78,20 @@ def _visible_heads(q5, k5, v5, mask, key_ranges):
     return vis, kh, vh
 
 
-def _scored(q5, kh, vis, scale, mask):
-    """(scores, -inf where hidden; their magnitude bound scale * |q| |k| + |mask|; weights
-    exp(s - row max), 0 where hidden), float64, (NL,B,H_q,L,S)."""
+def _scored(q5, kh, vis, scale, mask, magnitudes=True):
+    """(scores, -inf where hidden; their magnitude bound scale * |q| |k| + |mask|, or None
+    without `magnitudes`; weights exp(s - row max), 0 where hidden), float64, (NL,B,H_q,L,S)."""
     with np.errstate(invalid="ignore", over="ignore"):  # garbage and huge inputs are the point
         s = scale * (q5 @ kh.swapaxes(-1, -2))
-        mag = abs(scale) * (np.abs(q5) @ np.abs(kh).swapaxes(-1, -2))
+        mag = abs(scale) * (np.abs(q5) @ np.abs(kh).swapaxes(-1, -2)) if magnitudes else None
         if mask is not None and not isinstance(mask, str):
             m = np.asarray(mask)
             if m.dtype != bool:
                 m = m.astype(np.float64).reshape((1,) * (5 - m.ndim) + m.shape)
                 madd = np.where(vis, m, 0.0)
                 s = s + madd
-                mag = mag + np.abs(madd)
+                if magnitudes:
+                    mag = mag + np.abs(madd)
         s = np.where(vis, s, -np.inf)
         rowmax = np.where(vis.any(axis=-1, keepdims=True), s.max(axis=-1, keepdims=True), 0.0)
         w = np.where(vis, np.exp(s - rowmax), 0.0)
@@ -105,7 +106,7 @@ def weights(q, k, *, scale=None, mask=None, key_ranges=None):
     q5, k5 = q5.astype(np.float64), k5.astype(np.float64)
     scale = 1.0 / math.sqrt(q5.shape[-1]) if scale is None else float(scale)
     vis, kh, _ = _visible_heads(q5, k5, None, mask, key_ranges)
-    return _scored(q5, kh, vis, scale, mask)[2]
+    return _scored(q5, kh, vis, scale, mask, magnitudes=False)[2]
 
 
 def attention(q, k, v, *, scale=None, mask=None, key_ranges=None, stats=False):
