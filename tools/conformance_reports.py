@@ -140,6 +140,7 @@ def summary(out):
                      + ("; ".join(f"{n}: {why}" for n, why in found) if found else "every applicable property passes"))
     (out / "README.md").write_text("\n".join(lines) + "\n")
     print(f"summary: {_shown(out / 'README.md')}")
+    return docs
 
 
 def _cell(result):
@@ -159,9 +160,10 @@ def _fusedattend_cell(docs, name):
     return "; ".join(failing) if failing else ("yes" if ran else "n/a")
 
 
-def semantics_table(out):
-    """The README's semantics-versus-MLX table (markdown lines) from the reports in `out`."""
-    docs = _reports(out)
+def semantics_table(out, docs=None):
+    """The README's semantics-versus-MLX table (markdown lines) from the reports in `out` (or
+    `docs`, those reports as _reports read them)."""
+    docs = _reports(out) if docs is None else docs
     by_stem = dict(docs)
     columns = [(stem, title) for stem, title in MLX_COLUMNS if stem in by_stem]
     backends = sorted({stem.removeprefix("fusedattend-").removeprefix("quantized-").removesuffix("-cpu")
@@ -174,14 +176,14 @@ def semantics_table(out):
     return lines
 
 
-def update_readme(out, readme=README):
-    """Rewrites the README's lines between BEGIN and END with semantics_table(out)."""
+def update_readme(out, readme=README, docs=None):
+    """Rewrites the README's lines between BEGIN and END with semantics_table(out, docs)."""
     text = readme.read_text()
     head, begin, rest = text.partition(BEGIN)
     _, end, tail = rest.partition(END)
     if not begin or not end:
         sys.exit(f"{_shown(readme)}: no {BEGIN!r} ... {END!r} block to fill")
-    readme.write_text(head + BEGIN + "\n" + "\n".join(semantics_table(out)) + "\n" + END + tail)
+    readme.write_text(head + BEGIN + "\n" + "\n".join(semantics_table(out, docs)) + "\n" + END + tail)
     print(f"semantics table: {_shown(readme)}")
 
 
@@ -201,9 +203,9 @@ def main(argv=None):
         for name, kernel, convention, supports, backend in TARGETS:
             if (backend is None or backend in available) and (not args.only or name in args.only):
                 run(name, kernel, convention, supports, backend, args.profile, args.out)
-    summary(args.out)
+    docs = summary(args.out)
     if args.out.resolve() == OUT.resolve():
-        update_readme(args.out)
+        update_readme(args.out, docs=docs)
 
 
 if __name__ == "__main__":
