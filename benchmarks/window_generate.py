@@ -14,13 +14,12 @@ fresh caches):
 - "dequantize": QuantizedWindowCache unpatched: its keys dequantized, then MLX's SDPA;
 - "fused": QuantizedWindowCache under patch_mlx_lm: decode steps in windowed_decode_attention.
 Before any time is reported, "dequantize" and "fused" must give the same greedy tokens for every
-request, or part only at a near tie (parting): otherwise the run stops and says where they part
-(exit status 1). An arm that raises
-(mlx_lm's 4-bit on CUDA, out of memory at a large B and context) gets a row with its error, and
-the grid goes on. Random weights give
-flat distributions, whose top two logits may lie a bfloat16 step apart: there the two arms'
-roundings (MLX's SDPA over keys dequantized to bfloat16, against fusedattend's float32 sums) can
-pick different tokens (seen on the tiny model: a gap of 0.0078 against a difference of 0.0166);
+request, or part only at a near tie (partings): otherwise the run stops and says where they part
+(exit status 1). An arm that raises (mlx_lm's 4-bit on CUDA, out of memory at a large B and
+context) gets a row with its error, and the grid goes on. Random weights give flat
+distributions, whose top two logits may lie a bfloat16 step apart: there the two arms' roundings
+(MLX's SDPA over keys dequantized to bfloat16, against fusedattend's float32 sums) can pick
+different tokens (seen on the tiny model: a gap of 0.0078 against a difference of 0.0166);
 --dtype float32 makes such ties rare. So each step also records its top two logits, and a request
 whose tokens part where both arms' top two lie within TIE_STEPS bfloat16 steps (the histories are
 the same up to there) is reported as parted at a near tie, its later tokens not compared.
@@ -104,7 +103,7 @@ def prefill_chunk(B):
 
 def generate(model, caches, prompts, tokens):
     """(greedy tokens (B, tokens) as lists, their steps' top two logits (B, tokens, 2) as lists,
-    seconds to first token, seconds of the decode steps)."""
+    seconds to first token, each decode step's seconds from one token read to the next)."""
     start = time.perf_counter()
     chunk = prefill_chunk(prompts.shape[0])
     for i in range(0, prompts.shape[1] - 1, chunk):
@@ -221,6 +220,8 @@ def attention_error(model, context, steps, window, seed=0):
 def near_tie(top_two):
     """Whether a step's top two logits lie within TIE_STEPS bfloat16 steps (TIE_STEPS)."""
     hi, lo = max(top_two), min(top_two)
+    if not math.isfinite(hi - lo):  # NaN or inf logits are never a tie
+        return False
     step = 2.0 ** (math.floor(math.log2(abs(hi))) - 7) if hi else 2.0 ** -133
     return hi - lo <= TIE_STEPS * step
 

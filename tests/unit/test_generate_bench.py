@@ -70,7 +70,8 @@ def test_a_parting_at_a_near_tie_is_reported_and_the_run_goes_on(monkeypatch, tm
 
 
 @pytest.mark.parametrize("top_two, tie", [([5.3, 5.25], True), ([5.3, 5.23], False), ([-5.3, -5.3], True),
-                                          ([0.0, 0.0], True), ([1.0, 0.99], True), ([1.0, 0.98], False)])
+                                          ([0.0, 0.0], True), ([1.0, 0.99], True), ([1.0, 0.98], False),
+                                          ([float("nan"), 1.0], False), ([float("inf"), 1.0], False)])
 def test_near_ties_are_two_bfloat16_steps_of_the_top(top_two, tie):
     assert window_generate.near_tie(top_two) == tie
 
