@@ -69,6 +69,7 @@ WARMUP_TOKENS = 3  # a cell's untimed run: its prompt and two queued steps
 # to set against it). Rule: two steps, and a parting counts as a tie only when both
 # arms' gaps are within them, at the first step where the request's tokens differ.
 TIE_STEPS = 2
+PER_TOKEN = ("tokens", "top_two")  # a run's results kept out of the rows
 
 
 def build_model(name, layers=None, seed=0, dtype=mx.bfloat16):
@@ -280,7 +281,8 @@ def table(rows):
         tps = "" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:.1f}"
         ms = "" if r["ms_per_step"] is None else f"{r['ms_per_step']:.2f}"
         lines.append(f"| {r['batch']} | {r['context']} | {r['arm']} | {tps} | {ms} | {r['ttft_s']:.3f} | "
-                     f"{r['peak_bytes'] / 2**20:.1f} | {r['kv_bytes_per_token']:.0f} | {len(r.get('parted_at_ties', ''))} |")
+                     f"{r['peak_bytes'] / 2**20:.1f} | {r['kv_bytes_per_token']:.0f} | "
+                     f"{len(r.get('parted_at_ties', ''))} |")
     return "\n".join(lines)
 
 
@@ -341,7 +343,7 @@ def main(argv=None):
                 return 1
             for r in (a, b):
                 r["parted_at_ties"] = [[request, step] for request, step, *_ in parted]
-        rows += [dict(batch=B, context=context, arm=arm, **{k: v for k, v in r.items() if k not in ("tokens", "top_two")})
+        rows += [dict(batch=B, context=context, arm=arm, **{k: v for k, v in r.items() if k not in PER_TOKEN})
                  for arm, r in results.items()]
         if args.json:  # after every cell: a run cut short keeps the rows it finished
             save(args, rows, None, complete=False)
