@@ -130,9 +130,8 @@ def token_blocks(n, step=DEQUANTIZE_BLOCK):
 
 def _dequantized(triple, q, *, bits, group_size, dtype, in_blocks):
     """Tokens [0, q) of a quantized (codes, scales, biases) triple, dequantized: pieces to join."""
-    pieces = token_blocks(q) if in_blocks else [(0, q)] if q else []
     return [mx.dequantize(*(x[:, :, s0:s1] for x in triple), group_size=group_size, bits=bits).astype(dtype)
-            for s0, s1 in pieces]
+            for s0, s1 in token_blocks(q, DEQUANTIZE_BLOCK if in_blocks else max(q, 1))]
 
 
 def virtual_keys(kq, vq, kw, vw, q_starts, q_lens, w_starts, w_lens, *, bits, group_size, dtype, in_blocks=False):
