@@ -97,6 +97,46 @@ def caches_for(arm, model, window, bits=4, group_size=64):
     return fusedattend.make_prompt_cache(model, bits=bits, group_size=group_size, window=window)
 
 
+def cache_bytes(arm, model, B, tokens, window, bits=4, group_size=64):
+    """The bytes an arm's caches hold for B requests of `tokens` tokens (the arms' layouts, not
+    measured): full-precision keys and values, or mx.quantize's codes, scales and biases, the
+    window arms with their 2 x window full-precision rows a request."""
+    a = model.args
+    H_kv = a.num_key_value_heads
+    D = getattr(a, "head_dim", None) or a.hidden_size // a.num_attention_heads
+    size = next(iter(model.layers)).self_attn.k_proj.weight.dtype.size
+    full = 2 * H_kv * D * size  # K and V of one token, one layer
+    if arm == "bf16":
+        per_request = full * tokens
+    else:
+        per_request = 2 * H_kv * (D * bits // 8 + 2 * (D // group_size) * size) * tokens
+        if arm != "mlx_lm 4-bit":
+            per_request += full * 2 * window
+    return len(model.layers) * B * per_request
+
+
+def device_memory():
+    """The GPU's memory in bytes, or None (the CPU: no check)."""
+    if mx.default_device() != mx.gpu:
+        return None
+    info = mx.device_info()
+    return info.get("memory_size") or info.get("total_memory") or None
+
+
+def too_big(arm, model, B, tokens, window, memory):
+    """A row's error where the arm's caches and the weights would not fit in `memory` (bytes,
+    None: never), else None. Goal: a 32k cell at B = 32 gets a row saying so at once, instead
+    of minutes of prefill ending out of memory. Example: Qwen3-4B's bf16 caches at B = 32 over
+    32800 tokens are 144 GiB, past an H200's 139. Rule: the caches' bytes (cache_bytes) plus the
+    memory in use (the weights) within 90% of the device's; prefill temporaries not counted."""
+    if memory is None:
+        return None
+    need = cache_bytes(arm, model, B, tokens, window) + mx.get_active_memory()
+    if need <= 0.9 * memory:
+        return None
+    return f"skipped: needs {need / 2**30:.1f} GiB (caches and weights), the device has {memory / 2**30:.1f}"
+
+
 def prefill_chunk(B):
     """Tokens a request in each prefill chunk of a batch of B (PREFILL_TOKENS)."""
     return max(1, min(PREFILL_CHUNK, PREFILL_TOKENS // B))
@@ -319,6 +359,7 @@ def main(argv=None):
     vocab = model.args.vocab_size
     cells = [(B, context) for context in args.context for B in args.batch]
     rows = []
+    memory = device_memory()
     for n, (B, context) in enumerate(cells):
         prompts = mx.random.randint(0, vocab, (B, context), key=mx.random.key(args.seed + n))
         results = {}
@@ -326,6 +367,10 @@ def main(argv=None):
             print(f"\r[{n + 1}/{len(cells)}] B={B} context={context} {arm:<12}", end="", file=sys.stderr, flush=True)
             # Untimed first: the kernels this cell's shapes need get compiled (on the GPU seconds,
             # which the first arm to run would otherwise count as its time to first token).
+            skip = too_big(arm, model, B, context + args.tokens, args.window, memory)
+            if skip:
+                results[arm] = {"error": skip}
+                continue
             warm = run_arm(arm, model, prompts, min(WARMUP_TOKENS, args.tokens), args.window)
             results[arm] = warm if "error" in warm else run_arm(arm, model, prompts, args.tokens, args.window)
         if "dequantize" in results and "fused" in results:

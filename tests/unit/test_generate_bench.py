@@ -132,3 +132,32 @@ def test_an_arm_that_raises_gets_its_row_and_the_grid_goes_on(monkeypatch, tmp_p
 
 def test_prefill_chunks_hold_a_bounded_number_of_tokens():
     assert [window_generate.prefill_chunk(B) for B in (1, 4, 8, 32, 10**5)] == [2048, 2048, 1024, 256, 1]
+
+
+def test_cache_bytes_follow_each_arms_layout():
+    model = window_generate.build_model("tiny", layers=1, dtype=mx.float32)  # H_kv = 1, D = 128
+    bytes_of = {arm: window_generate.cache_bytes(arm, model, 2, 10, window=4) for arm in window_generate.ARMS}
+    full_token = 2 * 128 * 4  # K and V, float32
+    quantized_token = 2 * (128 // 2 + 2 * 2 * 4)  # 4-bit codes, two groups' scales and biases
+    assert bytes_of == {"bf16": 2 * 10 * full_token, "mlx_lm 4-bit": 2 * 10 * quantized_token,
+                        "dequantize": 2 * (10 * quantized_token + 8 * full_token),
+                        "fused": 2 * (10 * quantized_token + 8 * full_token)}
+
+
+def test_a_cell_too_big_for_the_device_is_skipped_with_a_row(monkeypatch, tmp_path, capsys):
+    model = window_generate.build_model("tiny", layers=1, dtype=mx.float32)
+    weights = mx.get_active_memory()
+    # room for the 4-bit caches of B = 2 over 24 tokens, not the full-precision ones
+    memory = (weights + window_generate.cache_bytes("mlx_lm 4-bit", model, 2, 24, 4)) / 0.9 + 1
+    assert window_generate.too_big("mlx_lm 4-bit", model, 2, 24, 4, memory) is None
+    assert window_generate.too_big("bf16", model, 2, 24, 4, memory).startswith("skipped: needs")
+    assert window_generate.too_big("bf16", model, 2, 24, 4, None) is None  # the CPU: no check
+
+    path, calls = tmp_path / "rows.json", []
+    real = window_generate.run_arm
+    monkeypatch.setattr(window_generate, "device_memory", lambda: 10**4)  # nothing fits
+    monkeypatch.setattr(window_generate, "run_arm", lambda arm, *a: calls.append(arm) or real(arm, *a))
+    assert window_generate.main(ARGS + ["--json", str(path)]) == 0
+    rows = json.loads(path.read_text())["rows"]
+    assert not calls and all(r["error"].startswith("skipped: needs") for r in rows) and len(rows) == 4
+    assert "| 2 | 20 | bf16 | skipped: needs" in capsys.readouterr().out
