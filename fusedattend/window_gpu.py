@@ -3,9 +3,9 @@ window) whose per-block softmax states one merge launch combines, quantized bloc
 
 Nothing is dequantized in device memory: the quantized launch is quantized_decode_attention's
 kernel, the window's decode_attention's, each writing its blocks' (max, denominator,
-unnormalised output) as their split launches do; merge_partials.metal takes the blocks of both,
-since it reads their count from its input's shape. Each part is clipped to a request's range by
-its own key ranges.
+unnormalised output) as their split launches do; merge_partials.metal (FA_MERGE_WINDOW) takes
+the blocks of both as one row, the quantized ones first, with no copy joining them. Each part is
+clipped to a request's range by its own key ranges.
 
 Batch invariance: blocks are WINDOW_BLOCK keys whatever S, so a request's blocks, and their
 sums, do not depend on the capacity of the buffers around it (the longest request's); blocks
@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-
-import mlx.core as mx
 
 from ._problem import Problem
 
@@ -68,9 +66,8 @@ def attend(window: Problem, quantized: Problem, w_lens, causal: bool):
     window = window._replace(mask=CAUSAL_MASK if causal else NO_MASK)
     window_partials, merged = _split(window, False, policy)
     out, stats = window_partials(*window.arrays)
-    if quantized is not None:
-        quantized = quantized._replace(mask=NO_MASK)
-        out_q, stats_q = _split(quantized, True, policy)[0](*quantized.arrays)
-        out = mx.concatenate([out_q, out], axis=3)  # (N, H_q, L, blocks, D): quantized blocks first
-        stats = mx.concatenate([stats_q, stats], axis=3)
-    return merged(out, stats)
+    if quantized is None:
+        return merged(out, stats)
+    quantized = quantized._replace(mask=NO_MASK)
+    out_q, stats_q = _split(quantized, True, policy)[0](*quantized.arrays)
+    return merged(out_q, stats_q, out, stats)  # one row of blocks: the quantized ones first

@@ -138,27 +138,34 @@ def _decode_kernel(sched: schedule.Schedule):
                    sched.launch_bounds, sched.constants)
 
 
-def _merge_kernel(sched: schedule.Schedule):
+def _merge_kernel(sched: schedule.Schedule, window: bool = False):
+    """merge_partials.metal over one launch's blocks, or (window) over two launches' blocks in
+    order, the second's inputs out_window and stats_window (FA_MERGE_WINDOW)."""
+    if window:
+        return _kernel("fa_merge_window", ("out_partial", "stats_partial", "out_window", "stats_window"), ("out",),
+                       "merge_partials.metal", defines=(("FA_MERGE_WINDOW", 1),), constants=sched.merge.constants)
     return _kernel("fa_merge_partials", ("out_partial", "stats_partial"), ("out",), "merge_partials.metal",
                    constants=sched.merge.constants)
 
 
 def split_launcher(problem: Problem, *, quantized: bool, policy: schedule.Policy):
     """A split schedule's two launches apart: (the function of the caller's arrays that returns
-    the blocks' (out_partial, stats_partial), the function of those that merges them). For a
-    caller that merges the blocks of several launches (window_gpu), whose policy must split:
-    ValueError if it gives this problem one pass."""
+    the blocks' (out_partial, stats_partial), the function of those that merges them:
+    merged(out_partial, stats_partial), or merged(out_partial, stats_partial, out_window,
+    stats_window) for the blocks of another launch of the same rows after them, in one merge
+    launch). For a caller that merges the blocks of several launches (window_gpu), whose policy
+    must split: ValueError if it gives this problem one pass."""
     sched, inputs_of = _launch_common(problem, quantized=quantized, policy=policy)
     if sched.single_pass:
         raise ValueError("split_launcher: the policy gives this problem a single pass, with no blocks to merge")
     decode, decode_args = _decode_kernel(sched), kernel_args(sched)
-    merge, merging = _merge_kernel(sched), merge_args(sched)
+    merge, merge_window, merging = _merge_kernel(sched), _merge_kernel(sched, window=True), merge_args(sched)
 
     def partials(*arrays):
         return decode(inputs=inputs_of(arrays), **decode_args)
 
-    def merged(out_partial, stats_partial):
-        return merge(inputs=[out_partial, stats_partial], **merging)[0]
+    def merged(out_partial, stats_partial, *window):
+        return (merge_window if window else merge)(inputs=[out_partial, stats_partial, *window], **merging)[0]
 
     return partials, merged
 

@@ -75,6 +75,7 @@ class Probe:
     policy: dict
     layout: str = "apple"
     fiber_seed: int = 1
+    run: object = None  # () -> None, raising AssertionError: instead of the cases' parity checks
 
 
 def _plain_cases():
@@ -95,6 +96,31 @@ def _tiny_block_cases():
     return [relaid(base, "cache", "cache_heads", "keys_strided", seed=4)]
 
 
+def _window_run():
+    """windowed_decode_attention's GPU form (two split launches, one merge of both launches'
+    blocks): two requests, quantized keys over two blocks and windows of their own lengths,
+    against the float64 oracle; request 1 alone gives the bits it gives in the batch."""
+    import numpy as np
+
+    import fusedattend as fa
+    from fusedattend.conformance.grids import np_of
+    from tests.parity.test_window_attention import TOLERANCE, _inputs, _oracle
+
+    qr, wr = [(0, 300), (0, 290)], [(0, 9), (0, 5)]
+    q, K, V, kw, vw = _inputs(2, 300, 16, 1, mx.float32, 4, seed=21)
+
+    def attend(rows, qr, wr):
+        return fa.windowed_decode_attention(q[rows], [x[rows] for x in K], [x[rows] for x in V], kw[rows], vw[rows],
+                                            key_ranges=fa.KeyRanges(qr), window_ranges=fa.KeyRanges(wr),
+                                            backend="cuda")
+
+    out = attend(slice(0, 2), qr, wr)
+    expected = _oracle(q, K, V, kw, vw, qr, wr, 4, causal=False)
+    err = np.abs(np_of(out) - expected).max()
+    assert err <= TOLERANCE[mx.float32] * max(1.0, np.abs(expected).max()), f"off the oracle by {err:.3g}"
+    assert mx.array_equal(attend(slice(1, 2), qr[1:], wr[1:]), out[1:]), "request 1 alone differs from in the batch"
+
+
 def _quantized_cases():
     base = edge_case(B=2, H_q=8, H_kv=2, L=2, S=300, D=64, mask="causal", bits=4, group_size=32, dtype=mx.float32,
                      seed=5)
@@ -110,6 +136,8 @@ PROBES = {p.name: p for p in [
           _tiny_block_cases, dict(single_pass_max_s=0, min_block=1, target_blocks=64, plain_mma_max_d=0)),
     Probe("quantized_split", "4-bit K/V, f32 queries, on decode_attention.metal, 2 blocks",
           _quantized_cases, dict(single_pass_max_s=0)),
+    Probe("window_split", "4-bit keys then a bf16-style window, f32: two split launches, one merge of both",
+          None, {}, run=_window_run),
 ]}
 
 ATT, MMA, HDR, MERGE = "decode_attention.metal", "decode_mma.metal", "decode_attention.h", "merge_partials.metal"
@@ -159,8 +187,16 @@ MUTANTS = {m.name: m for m in [
                  "(shuffles in between: only a random fiber order shows it)", ("plain_split",)),
     KernelMutant("mma_dropped_barrier", MMA, "threadgroup_barrier(mem_flags::mem_threadgroup);", "",
                  "the matrix kernel's simdgroups merge before every one wrote its state", ("plain_mma_split",)),
-    KernelMutant("merge_block_stride", MERGE, "o_row[int64_t(first + i) * D]", "o_row[int64_t(first + i)]",
+    KernelMutant("merge_block_stride", MERGE, "#define FA_OUT(i) o_row[int64_t(i) * D]",
+                 "#define FA_OUT(i) o_row[int64_t(i)]",
                  "merge_partials.metal steps the blocks' partial outputs by 1 instead of D", ("plain_split",)),
+    KernelMutant("merge_window_first_block", MERGE, "#define FA_STATE(i, k) ((i) < NB_Q ?",
+                 "#define FA_STATE(i, k) ((i) <= NB_Q ?",
+                 "the merge of two launches reads the window's first block state from past the quantized blocks",
+                 ("window_split",)),
+    KernelMutant("merge_window_row_stride", MERGE, "const auto o_w = out_window + row * (NB - NB_Q) * D + d;",
+                 "const auto o_w = out_window + row * NB * D + d;",
+                 "the window launch's rows stepped by all the blocks, not its own", ("window_split",)),
 ]}
 
 
@@ -182,11 +218,16 @@ def mutated(mutant: KernelMutant):
 
 def run_probe(probe: Probe):
     """None where every case passes, else what failed (a check's message or a fault)."""
+    def checks():
+        if probe.run is not None:
+            yield probe.run
+        for case in probe.cases() if probe.cases else ():
+            yield lambda: (check_parity(case, "cuda"), check_property("batch_invariance", case, "cuda"))
+
     with emulated_gpu(probe.layout, fiber_seed=probe.fiber_seed), policy_override(**probe.policy):
-        for case in probe.cases():
+        for check in checks():
             try:
-                check_parity(case, "cuda")
-                check_property("batch_invariance", case, "cuda")
+                check()
             except (AssertionError, EmulatedFault) as e:
                 if isinstance(e, MutantAnchorLost):
                     raise

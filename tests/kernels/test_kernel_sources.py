@@ -60,7 +60,7 @@ def test_sources_reach_mlx_compacted():
     into every call) and nothing else: every code line of the files is there, in order."""
     cases = [("decode_attention.metal", (("FA_QUANTIZED", 1), ("FA_SINGLE_PASS", 0)), (128, 4)),
              ("decode_mma.metal", (("FA_QUANTIZED", 0), ("FA_SINGLE_PASS", 1)), None),
-             ("merge_partials.metal", (), None)]
+             ("merge_partials.metal", (), None), ("merge_partials.metal", (("FA_MERGE_WINDOW", 1),), None)]
     for body_file, defines, bounds in cases:
         source, header = sources.kernel_sources(body_file, defines, bounds)
         assert "//" not in source + header
@@ -390,6 +390,7 @@ def _by_path_cases():
             cases.append((launch["body_file"], launch["defines"], launch["launch_bounds"], launch["constants"]))
             if launch["merge_constants"]:
                 cases.append(("merge_partials.metal", (), None, launch["merge_constants"]))
+                cases.append(("merge_partials.metal", (("FA_MERGE_WINDOW", 1),), None, launch["merge_constants"]))
     return cases
 
 

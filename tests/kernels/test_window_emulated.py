@@ -88,3 +88,28 @@ def test_repeated_steps_reuse_their_launch_set_up(monkeypatch):
         window_gpu._LAUNCHES.clear()
         fresh = fa.windowed_decode_attention(q, K, V, kw[:, :, :11], vw[:, :, :11], backend="cuda")
     assert mx.array_equal(outs[2], fresh) and not mx.array_equal(outs[0], outs[2])
+
+
+def test_one_merge_of_both_launches_gives_the_bits_of_their_blocks_joined():
+    """merge_partials.metal over two launches' blocks (FA_MERGE_WINDOW) against the blocks joined
+    by a concatenation and merged by the one-launch form: 31 quantized blocks then 2 of the
+    window, so the merge's second pass of 32 lanes starts inside the window's blocks."""
+    from fusedattend._problem import NO_MASK, quantized_problem
+    from fusedattend.gpu import schedule
+    from fusedattend.window_attention import _window_problem
+
+    q, K, V, kw, vw = _inputs(2, 31 * 256, 300, 1, mx.float32, 4, seed=15)
+    window = _window_problem(q, kw, vw, None, None)._replace(mask=NO_MASK)
+    quantized = quantized_problem(q, K, V, None, None, None, 4, 64)._replace(mask=NO_MASK)
+    policy = window_gpu._policy(schedule.current_policy())
+    with emulated_gpu():
+        window_partials, merged = window_gpu._split(window, False, policy)
+        out_w, stats_w = window_partials(*window.arrays)
+        out_q, stats_q = window_gpu._split(quantized, True, policy)[0](*quantized.arrays)
+        assert (stats_q.shape[3], stats_w.shape[3]) == (31, 2)
+        joined = merged(mx.concatenate([out_q, out_w], axis=3), mx.concatenate([stats_q, stats_w], axis=3))
+        one_merge = merged(out_q, stats_q, out_w, stats_w)
+        public = fa.windowed_decode_attention(q, K, V, kw, vw, backend="cuda")
+    assert mx.array_equal(one_merge, joined) and mx.array_equal(public, joined)
+    expected = _oracle(q, K, V, kw, vw, [(0, 31 * 256)] * 2, [(0, 300)] * 2, 4, causal=False)
+    assert np.abs(np_of(public) - expected).max() <= TOLERANCE[mx.float32] * max(1.0, np.abs(expected).max())
