@@ -115,8 +115,27 @@ def replay(signature, backend):
         return None
 
 
+def replay_key(backend):
+    """What picks the backend and the GPU schedule for a call with this `backend` argument: part
+    of the key of anything set up for such calls (QuantizedWindowCache's plans)."""
+    return _replay_key(None, backend)
+
+
+# Other modules' set-ups that hold kernel objects (window_gpu's launchers, QuantizedWindowCache's
+# plans): forget_replays clears them too.
+_FORGETTERS = []
+
+
+def forget_when_replays_are(clear):
+    """Call `clear` whenever forget_replays runs."""
+    _FORGETTERS.append(clear)
+
+
 def forget_replays():
+    """Forget every set-up holding kernel objects (the replays, and _FORGETTERS')."""
     _REPLAYS.clear()
+    for clear in _FORGETTERS:
+        clear()
 
 
 def run(problem: Problem, backend, quantized: bool, signature=None):

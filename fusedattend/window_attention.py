@@ -48,6 +48,57 @@ def windowed_decode_attention(queries, keys, values, window_keys, window_values,
         mask: None or "causal" (aligned to the end of each request's keys).
     Returns (B, H_q, L, D) in the queries' dtype.
     """
+    checked = _checked(queries, keys, values, window_keys, window_values, scale, mask, key_ranges, window_ranges, bits,
+                       group_size)
+    window, quantized, q_starts, q_lens, w_starts, w_lens = checked
+    lengths = [q + w for q, w in zip(q_lens, w_lens)]
+    causal = mask is not None and queries.shape[-2] > 1
+    name = backends.resolve(backend)
+    if name == "cpu" and queries.shape[-2] <= MAX_FUSED_QUERY_LEN:
+        return _cpu(window, quantized, q_starts, q_lens, w_starts, lengths, causal, bits, group_size)
+    if name in ("metal", "cuda") and queries.shape[-2] <= MAX_FUSED_QUERY_LEN:
+        from . import window_gpu
+
+        run = window_gpu.plan(window, quantized, w_lens, causal)
+        if run is not None:
+            return run(window.q, quantized and quantized.k, quantized and quantized.v, window.k, window.v)
+    keys_v, values_v = virtual_keys(quantized and quantized.k, quantized and quantized.v, window.k, window.v,
+                                    q_starts, q_lens, w_starts, w_lens, bits=bits, group_size=group_size,
+                                    dtype=mx.float32 if name == "reference" else queries.dtype)
+    from .api import decode_attention
+
+    if name == "reference":
+        queries = queries.astype(mx.float32)
+    out = decode_attention(queries, keys_v, values_v, scale=window.scale, mask="causal" if causal else None,
+                           key_ranges=KeyRanges([(0, n) for n in lengths]), backend=name)
+    return out.astype(window.q.dtype)
+
+
+def windowed_decode_plan(queries, keys, values, window_keys, window_values, *, scale=None, key_ranges=None,
+                         window_ranges=None, bits=4, group_size=64, backend=None):
+    """For a decode loop's repeats of one step (L = 1): the function
+    run(queries, keys, values, window_keys, window_values) that launches what
+    windowed_decode_attention launches for these arguments, without its checks; None where that
+    call takes another path (the CPU and reference backends, past CUDA's grid).
+
+    run takes arrays of these shapes and dtypes, but for a window of another length within the
+    same number of window_gpu.WINDOW_BLOCK blocks, under the same ranges: the caller vouches for
+    that (QuantizedWindowCache keys its plans by them). The arguments are checked here once."""
+    if isinstance(queries, mx.array) and queries.ndim == 4 and queries.shape[-2] != 1:
+        raise ValueError(f"windowed_decode_plan is for decode steps of L = 1, got queries {tuple(queries.shape)}")
+    window, quantized, *_, w_lens = _checked(queries, keys, values, window_keys, window_values, scale, None,
+                                             key_ranges, window_ranges, bits, group_size)
+    if backends.resolve(backend) not in ("metal", "cuda"):
+        return None
+    from . import window_gpu
+
+    return window_gpu.plan(window, quantized, w_lens, causal=False)
+
+
+def _checked(queries, keys, values, window_keys, window_values, scale, mask, key_ranges, window_ranges, bits,
+             group_size):
+    """The arguments checked: (window Problem, quantized Problem or None, then per request the
+    quantized part's starts and lengths and the window's, as Python ints)."""
     if mask is not None and not (isinstance(mask, str) and mask == "causal"):
         if isinstance(mask, (str, mx.array)):
             raise ValueError(f'mask must be None or "causal" here (masks are per request ranges), got {mask!r:.40}')
@@ -66,27 +117,7 @@ def windowed_decode_attention(queries, keys, values, window_keys, window_values,
         q_starts, q_lens = [0] * B, [0] * B
     else:
         q_starts, q_lens = _starts_lengths(key_ranges, quantized.key_ranges, B, keys[0].shape[-2])
-    lengths = [q + w for q, w in zip(q_lens, w_lens)]
-    causal = mask is not None and queries.shape[-2] > 1
-    name = backends.resolve(backend)
-    if name == "cpu" and queries.shape[-2] <= MAX_FUSED_QUERY_LEN:
-        return _cpu(window, quantized, q_starts, q_lens, w_starts, lengths, causal, bits, group_size)
-    if name in ("metal", "cuda") and queries.shape[-2] <= MAX_FUSED_QUERY_LEN:
-        from . import window_gpu
-
-        out = window_gpu.attend(window, quantized, w_lens, causal)
-        if out is not None:
-            return out
-    keys_v, values_v = virtual_keys(quantized and quantized.k, quantized and quantized.v, window.k, window.v,
-                                    q_starts, q_lens, w_starts, w_lens, bits=bits, group_size=group_size,
-                                    dtype=mx.float32 if name == "reference" else queries.dtype)
-    from .api import decode_attention
-
-    if name == "reference":
-        queries = queries.astype(mx.float32)
-    out = decode_attention(queries, keys_v, values_v, scale=window.scale, mask="causal" if causal else None,
-                           key_ranges=KeyRanges([(0, n) for n in lengths]), backend=name)
-    return out.astype(window.q.dtype)
+    return window, quantized, q_starts, q_lens, w_starts, w_lens
 
 
 _WINDOW_NAMES = {"keys": "window_keys", "values": "window_values", "key_ranges": "window_ranges"}

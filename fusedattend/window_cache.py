@@ -46,9 +46,11 @@ from typing import NamedTuple
 import mlx.core as mx
 import numpy as np
 
+from . import backends
 from ._problem import FLOAT_DTYPES, MAX_FUSED_QUERY_LEN, check_bits
 from .key_ranges import KeyRanges
-from .window_attention import token_blocks, virtual_keys, windowed_decode_attention
+from .window_attention import token_blocks, virtual_keys, windowed_decode_attention, windowed_decode_plan
+from .window_gpu import WINDOW_BLOCK
 
 QUANTIZED_STEP = 256  # quantized buffers grow by this many tokens (mlx_lm's own step)
 DEFAULT_WINDOW = 128  # HF's QuantizedCache residual_length and KIVI's default R
@@ -89,6 +91,15 @@ def _ranges(right):
 
 
 _RANGES = {}
+
+# Decode steps' launch plans (windowed_decode_plan), by everything a plan fixes: the queries'
+# shape and dtype, scale, what picks the backend and its schedule, the buffers' shapes and dtypes
+# but the window's length, the paddings, and the window's WINDOW_BLOCK blocks. The layers of a
+# model share them, and a decode loop makes one a flush; a step through a plan skips the checks
+# and set-up of windowed_decode_attention (tens of µs a layer).
+_PLANS = {}
+_PLANS_MAX = 256
+backends.forget_when_replays_are(_PLANS.clear)
 
 
 class QuantizedWindowCache:
@@ -278,16 +289,43 @@ class QuantizedWindowCache:
         changes only when it flushes; the window is cut to the longest request's, so its padding
         changes only with a flush too, and a request alone (or a batch in step) has none."""
         has_q = any(self._qlen)
-        kq = vq = q_ranges = None
+        kq = vq = None
+        q_padding = ()
         if has_q:
             kq, vq = self._kq, self._vq
-            q_ranges = _ranges([kq[0].shape[2] - q for q in self._qlen])
+            q_padding = tuple(kq[0].shape[2] - q for q in self._qlen)
         w = max(1, max(self._wlen))
+        w_padding = tuple(w - n for n in self._wlen)
+        wk, wv = self._wk[:, :, :w], self._wv[:, :, :w]
+        if queries.shape[-2] == 1:  # a decode step: launched by the plan of its shapes and ranges
+            run = self._plan(queries, scale, backend, kq, vq, wk, wv, q_padding, w_padding)
+            if run is not None:
+                return run(queries, kq, vq, wk, wv)
         return windowed_decode_attention(
-            queries, kq, vq, self._wk[:, :, :w], self._wv[:, :, :w], scale=scale,
-            mask="causal" if queries.shape[-2] > 1 else None, key_ranges=q_ranges,
-            window_ranges=_ranges([w - n for n in self._wlen]), bits=self.quant_bits,
-            group_size=self.quant_group_size, backend=backend)
+            queries, kq, vq, wk, wv, scale=scale, mask="causal" if queries.shape[-2] > 1 else None,
+            key_ranges=_ranges(q_padding) if has_q else None, window_ranges=_ranges(w_padding),
+            bits=self.quant_bits, group_size=self.quant_group_size, backend=backend)
+
+    def _plan(self, queries, scale, backend, kq, vq, wk, wv, q_padding, w_padding):
+        """windowed_decode_plan's function for this step, made once for every layer and step of
+        the same shapes, dtypes, paddings and window blocks (_PLANS), or None (the CPU)."""
+        quantized = kq and (kq[0].shape, kq[1].shape, kq[1].dtype)
+        key = (queries.shape, queries.dtype, scale, backends.replay_key(backend), wk.shape[:2], wk.shape[3], wk.dtype,
+               quantized, self.quant_bits, self.quant_group_size, q_padding, w_padding,
+               -(-wk.shape[2] // WINDOW_BLOCK))
+        try:
+            return _PLANS[key]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable scale: windowed_decode_attention names it
+            return None
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()
+        run = _PLANS[key] = windowed_decode_plan(
+            queries, kq, vq, wk, wv, scale=scale, key_ranges=_ranges(q_padding) if kq else None,
+            window_ranges=_ranges(w_padding), bits=self.quant_bits, group_size=self.quant_group_size,
+            backend=backend)
+        return run
 
     def last_update_padded(self):
         """Whether the last update's rows were right-padded for some request (a batched prompt)."""

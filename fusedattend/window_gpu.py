@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+from . import backends
 from ._problem import Problem
 
 WINDOW_BLOCK = 256  # keys of every split block of either launch
@@ -37,6 +38,7 @@ def _policy(base):
 # fusedattend.gpu's replays do); the pair holds none of the caller's arrays.
 _LAUNCHES = {}
 _LAUNCHES_MAX = 256
+backends.forget_when_replays_are(_LAUNCHES.clear)
 
 
 def _split(problem: Problem, quantized: bool, policy):
@@ -54,8 +56,11 @@ def _split(problem: Problem, quantized: bool, policy):
     return known
 
 
-def attend(window: Problem, quantized: Problem, w_lens, causal: bool):
-    """The output, or None where this path does not apply (module docstring)."""
+def plan(window: Problem, quantized: Problem, w_lens, causal: bool):
+    """The function run(q, quantized keys, quantized values, window keys, window values) that
+    launches this call's kernels (for arrays of these shapes and dtypes, a window of any length
+    within the same number of WINDOW_BLOCK blocks, these ranges), or None where this path does
+    not apply (module docstring)."""
     from .gpu import schedule
     from ._problem import CAUSAL_MASK, NO_MASK
 
@@ -65,9 +70,14 @@ def attend(window: Problem, quantized: Problem, w_lens, causal: bool):
     policy = _policy(schedule.current_policy())
     window = window._replace(mask=CAUSAL_MASK if causal else NO_MASK)
     window_partials, merged = _split(window, False, policy)
-    out, stats = window_partials(*window.arrays)
+    w_ranges = () if window.key_ranges is None else (window.key_ranges,)
     if quantized is None:
-        return merged(out, stats)
-    quantized = quantized._replace(mask=NO_MASK)
-    out_q, stats_q = _split(quantized, True, policy)[0](*quantized.arrays)
-    return merged(out_q, stats_q, out, stats)  # one row of blocks: the quantized ones first
+        return lambda q, kq, vq, wk, wv: merged(*window_partials(q, wk, wv, *w_ranges))
+    quantized_partials = _split(quantized._replace(mask=NO_MASK), True, policy)[0]
+    q_ranges = () if quantized.key_ranges is None else (quantized.key_ranges,)
+
+    def run(q, kq, vq, wk, wv):
+        out, stats = window_partials(q, wk, wv, *w_ranges)
+        return merged(*quantized_partials(q, *kq, *vq, *q_ranges), out, stats)  # quantized blocks first
+
+    return run

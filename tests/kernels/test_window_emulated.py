@@ -18,14 +18,14 @@ pytestmark = pytest.mark.skipif(not compiler_available(), reason="g++ not instal
 def launches(monkeypatch):
     """How many times the split-and-merge path ran (not the gathered fallback)."""
     ran = []
-    real = window_gpu.attend
+    real = window_gpu.plan
 
-    def spy(*args):
-        out = real(*args)
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
         ran.append(out is not None)
         return out
 
-    monkeypatch.setattr(window_gpu, "attend", spy)
+    monkeypatch.setattr(window_gpu, "plan", spy)
     return ran
 
 
@@ -113,3 +113,33 @@ def test_one_merge_of_both_launches_gives_the_bits_of_their_blocks_joined():
     assert mx.array_equal(one_merge, joined) and mx.array_equal(public, joined)
     expected = _oracle(q, K, V, kw, vw, [(0, 31 * 256)] * 2, [(0, 300)] * 2, 4, causal=False)
     assert np.abs(np_of(public) - expected).max() <= TOLERANCE[mx.float32] * max(1.0, np.abs(expected).max())
+
+
+def test_a_decode_loop_through_plans_gives_the_checked_calls_bits(monkeypatch):
+    """QuantizedWindowCache's decode steps launch through plans (windowed_decode_plan), one for
+    each set of shapes, paddings and window blocks: the bits of a full, checked call at every
+    step, across the window's growth from one 256-key block to two."""
+    from fusedattend import window_cache
+    from fusedattend.window_cache import QuantizedWindowCache
+
+    made = []
+    real = window_cache.windowed_decode_plan
+    monkeypatch.setattr(window_cache, "windowed_decode_plan", lambda *a, **k: made.append(1) or real(*a, **k))
+    monkeypatch.setattr(window_cache, "_PLANS", {})
+    B, H_kv, D = 2, 1, 64
+    keys = mx.random.normal((B, H_kv, 412, D), key=mx.random.key(16))
+    values = mx.random.normal((B, H_kv, 412, D), key=mx.random.key(17))
+    cache = QuantizedWindowCache(window=150)
+    cache.update_and_fetch(keys[:, :, :400], values[:, :, :400])  # 150 tokens quantized, 250 in the window
+    with emulated_gpu():
+        for t in range(400, 412):
+            cache.update_and_fetch(keys[:, :, t:t + 1], values[:, :, t:t + 1])
+            q = mx.random.normal((B, 4, 1, D), key=mx.random.key(t))
+            planned = cache.attend(q, D**-0.5, backend="cuda")
+            w, capacity = max(cache.window_lengths), cache._kq[0].shape[2]
+            quantized = fa.KeyRanges.from_padding(right=[capacity - n for n in cache.quantized_lengths])
+            checked = fa.windowed_decode_attention(q, cache._kq, cache._vq, cache._wk[:, :, :w], cache._wv[:, :, :w],
+                                                   scale=D**-0.5, key_ranges=quantized, backend="cuda")
+            assert mx.array_equal(planned, checked), t
+    assert cache.quantized_lengths == [150, 150] and cache.window_lengths == [262, 262]
+    assert len(made) == 2  # the window in one block (251 .. 256 keys), then in two
