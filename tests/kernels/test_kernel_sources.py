@@ -316,11 +316,14 @@ def test_quantized_matrix_kernel_loads_are_global(monkeypatch, bits):
 
 @pytest.mark.skipif(not nvcc_wrap.nvcc_available(), reason="nvcc not installed here")
 @pytest.mark.parametrize("dtype", [mx.float32, mx.float16, mx.bfloat16])
-def test_cuda_form_of_merge_kernel_compiles(monkeypatch, dtype):
+@pytest.mark.parametrize("window", [False, True], ids=["one_launch", "with_window"])
+def test_cuda_form_of_merge_kernel_compiles(monkeypatch, dtype, window):
+    """The merge of one launch's blocks, and (FA_MERGE_WINDOW) of a quantized launch's then a window's."""
     monkeypatch.setattr(sources, "on_metal", lambda: False)
-    source, header = sources.kernel_sources("merge_partials.metal", constants=(("T", dtype), ("D", 128)))
-    text = nvcc_wrap.wrap("fa_merge", source, header,
-                          [("out_partial", mx.float32), ("stats_partial", mx.float32)], [("out", dtype)])
+    defines = (("FA_MERGE_WINDOW", 1),) if window else ()
+    source, header = sources.kernel_sources("merge_partials.metal", defines, constants=(("T", dtype), ("D", 128)))
+    inputs = ["out_partial", "stats_partial"] + (["out_window", "stats_window"] if window else [])
+    text = nvcc_wrap.wrap("fa_merge", source, header, [(name, mx.float32) for name in inputs], [("out", dtype)])
     ok, log = nvcc_wrap.compile_cuda(text)
     assert ok, log
 
@@ -400,7 +403,8 @@ def test_cuda_sources_by_path_compile_the_same_text(monkeypatch):
     over before; and MLX's search of the body for `name_shape`, `name_strides` and `name_ndim`
     finds the same names in both forms (the by-path body lists them in a comment)."""
     monkeypatch.setattr(sources, "on_metal", lambda: False)
-    names = schedule.PLAIN_INPUTS + schedule.QUANTIZED_INPUTS + schedule.COMMON_INPUTS + ("out_partial", "stats_partial")
+    names = schedule.PLAIN_INPUTS + schedule.QUANTIZED_INPUTS + schedule.COMMON_INPUTS + (
+        "out_partial", "stats_partial", "out_window", "stats_window")
     for body_file, defines, bounds, constants in _by_path_cases():
         source, header = sources.kernel_sources(body_file, defines, bounds, constants)
         by_source, by_header = sources.kernel_sources(body_file, defines, bounds, constants, by_path=True)
