@@ -115,10 +115,12 @@ def test_one_merge_of_both_launches_gives_the_bits_of_their_blocks_joined():
     assert np.abs(np_of(public) - expected).max() <= TOLERANCE[mx.float32] * max(1.0, np.abs(expected).max())
 
 
-def test_a_decode_loop_through_plans_gives_the_checked_calls_bits(monkeypatch):
+@pytest.mark.parametrize("prompt, plans, quantized", [(400, 2, 150), (20, 1, 0)], ids=["quantized", "window_only"])
+def test_a_decode_loop_through_plans_gives_the_checked_calls_bits(monkeypatch, prompt, plans, quantized):
     """QuantizedWindowCache's decode steps launch through plans (windowed_decode_plan), one for
     each set of shapes, paddings and window blocks: the bits of a full, checked call at every
-    step, across the window's growth from one 256-key block to two."""
+    step, across the window's growth from one 256-key block to two (a prompt of 400: 150 tokens
+    quantized, 250 in the window), and with no quantized token (a prompt of 20)."""
     from fusedattend import window_cache
     from fusedattend.window_cache import QuantizedWindowCache
 
@@ -127,19 +129,21 @@ def test_a_decode_loop_through_plans_gives_the_checked_calls_bits(monkeypatch):
     monkeypatch.setattr(window_cache, "windowed_decode_plan", lambda *a, **k: made.append(1) or real(*a, **k))
     monkeypatch.setattr(window_cache, "_PLANS", {})
     B, H_kv, D = 2, 1, 64
-    keys = mx.random.normal((B, H_kv, 412, D), key=mx.random.key(16))
-    values = mx.random.normal((B, H_kv, 412, D), key=mx.random.key(17))
+    keys = mx.random.normal((B, H_kv, prompt + 12, D), key=mx.random.key(16))
+    values = mx.random.normal((B, H_kv, prompt + 12, D), key=mx.random.key(17))
     cache = QuantizedWindowCache(window=150)
-    cache.update_and_fetch(keys[:, :, :400], values[:, :, :400])  # 150 tokens quantized, 250 in the window
+    cache.update_and_fetch(keys[:, :, :prompt], values[:, :, :prompt])
     with emulated_gpu():
-        for t in range(400, 412):
+        for t in range(prompt, prompt + 12):
             cache.update_and_fetch(keys[:, :, t:t + 1], values[:, :, t:t + 1])
             q = mx.random.normal((B, 4, 1, D), key=mx.random.key(t))
             planned = cache.attend(q, D**-0.5, backend="cuda")
-            w, capacity = max(cache.window_lengths), cache._kq[0].shape[2]
-            quantized = fa.KeyRanges.from_padding(right=[capacity - n for n in cache.quantized_lengths])
+            w, ranges = max(cache.window_lengths), None
+            if quantized:
+                capacity = cache._kq[0].shape[2]
+                ranges = fa.KeyRanges.from_padding(right=[capacity - n for n in cache.quantized_lengths])
             checked = fa.windowed_decode_attention(q, cache._kq, cache._vq, cache._wk[:, :, :w], cache._wv[:, :, :w],
-                                                   scale=D**-0.5, key_ranges=quantized, backend="cuda")
+                                                   scale=D**-0.5, key_ranges=ranges, backend="cuda")
             assert mx.array_equal(planned, checked), t
-    assert cache.quantized_lengths == [150, 150] and cache.window_lengths == [262, 262]
-    assert len(made) == 2  # the window in one block (251 .. 256 keys), then in two
+    assert cache.quantized_lengths == [quantized] * B and cache.window_lengths == [prompt + 12 - quantized] * B
+    assert len(made) == plans  # 400: the window in one block (251 .. 256 keys), then in two
