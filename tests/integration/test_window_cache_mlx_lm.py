@@ -68,15 +68,22 @@ def test_generate_step_against_float64_attention(model, backend, monkeypatch):
 
 
 def test_decode_steps_take_the_windowed_call(model, monkeypatch, patched):
-    """Each layer's decode step is one windowed_decode_attention call; the prompt is not."""
+    """Each layer's decode step is one windowed_decode_attention call, or one launch of its plan
+    (a GPU's L = 1 steps: windowed_decode_plan); the prompt is neither."""
     calls = []
-    real = window_attention.windowed_decode_attention
+    real, real_plan = window_attention.windowed_decode_attention, window_attention.windowed_decode_plan
 
     def counted(*args, **kwargs):
         calls.append(args[0].shape[-2])
         return real(*args, **kwargs)
 
+    def counted_plan(*args, **kwargs):
+        run = real_plan(*args, **kwargs)
+        return run and (lambda q, *arrays: calls.append(q.shape[-2]) or run(q, *arrays))
+
     monkeypatch.setattr("fusedattend.window_cache.windowed_decode_attention", counted)
+    monkeypatch.setattr("fusedattend.window_cache.windowed_decode_plan", counted_plan)
+    monkeypatch.setattr("fusedattend.window_cache._PLANS", {})
     cache = fa.make_prompt_cache(model, window=WINDOW)
     tokens = mx.random.randint(0, VOCAB, (1, 16), key=mx.random.key(3))
     mx.eval(model(tokens[:, :12], cache=cache))
