@@ -50,7 +50,7 @@ from . import backends
 from ._problem import FLOAT_DTYPES, MAX_FUSED_QUERY_LEN, check_bits
 from .key_ranges import KeyRanges
 from .window_attention import token_blocks, virtual_keys, windowed_decode_attention, windowed_decode_plan
-from .window_gpu import WINDOW_BLOCK
+from . import window_gpu
 
 QUANTIZED_STEP = 256  # quantized buffers grow by this many tokens (mlx_lm's own step)
 DEFAULT_WINDOW = 128  # HF's QuantizedCache residual_length and KIVI's default R
@@ -94,7 +94,7 @@ _RANGES = {}
 
 # Decode steps' launch plans (windowed_decode_plan), by everything a plan fixes: the queries'
 # shape and dtype, scale, what picks the backend and its schedule, the buffers' shapes and dtypes
-# but the window's length, the paddings, and the window's WINDOW_BLOCK blocks. The layers of a
+# but the window's length, the paddings, and the window's blocks (window_gpu.blocks). The layers of a
 # model share them, and a decode loop makes one a flush; a step through a plan skips the checks
 # and set-up of windowed_decode_attention (tens of µs a layer).
 _PLANS = {}
@@ -312,7 +312,7 @@ class QuantizedWindowCache:
         quantized = kq and (kq[0].shape, kq[1].shape, kq[1].dtype)
         key = (queries.shape, queries.dtype, scale, backends.replay_key(backend), wk.shape[:2], wk.shape[3], wk.dtype,
                quantized, self.quant_bits, self.quant_group_size, q_padding, w_padding,
-               -(-wk.shape[2] // WINDOW_BLOCK))
+               window_gpu.blocks(wk.shape[2]))
         try:
             return _PLANS[key]
         except KeyError:

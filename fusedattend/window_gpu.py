@@ -7,7 +7,7 @@ unnormalised output) as their split launches do; merge_partials.metal (FA_MERGE_
 the blocks of both as one row, the quantized ones first, with no copy joining them. Each part is
 clipped to a request's range by its own key ranges.
 
-Batch invariance: blocks are WINDOW_BLOCK keys whatever S, so a request's blocks, and their
+Batch invariance: blocks are Policy.window_block keys whatever S, so a request's blocks, and their
 sums, do not depend on the capacity of the buffers around it (the longest request's); blocks
 past its range write no-key states, which the merge weighs 0.
 
@@ -24,13 +24,19 @@ import functools
 from . import backends
 from ._problem import Problem
 
-WINDOW_BLOCK = 256  # keys of every split block of either launch
-
-
 @functools.lru_cache(maxsize=8)
 def _policy(base):
-    return dataclasses.replace(base, single_pass_max_s=0, min_block=WINDOW_BLOCK, max_block=WINDOW_BLOCK,
+    """`base` with every split block of either launch base.window_block keys, never one pass."""
+    block = base.window_block
+    return dataclasses.replace(base, single_pass_max_s=0, min_block=block, max_block=block,
                                plain_long_blocks_from_s=2**62, plain_longer_blocks_from_s=2**62)
+
+
+def blocks(S: int) -> int:
+    """Blocks of S keys under the policy in force: what a launch set up for S takes of it."""
+    from .gpu import schedule
+
+    return -(-S // schedule.current_policy().window_block)
 
 
 # (format, shapes but S, dtypes, scale, mask kind, key ranges or not, blocks, policy) -> the
@@ -59,7 +65,7 @@ def _split(problem: Problem, quantized: bool, policy):
 def plan(window: Problem, quantized: Problem, w_lens, causal: bool):
     """The function run(q, quantized keys, quantized values, window keys, window values) that
     launches this call's kernels (for arrays of these shapes and dtypes, a window of any length
-    within the same number of WINDOW_BLOCK blocks, these ranges), or None where this path does
+    within the same number of blocks, these ranges), or None where this path does
     not apply (module docstring)."""
     from .gpu import schedule
     from ._problem import CAUSAL_MASK, NO_MASK

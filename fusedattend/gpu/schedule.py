@@ -153,6 +153,15 @@ class Policy:
     plain_prefetch_tiles: int = 4
     plain_prefetch_max_threadgroups: int = 128
 
+    # --- The window path's blocks (fusedattend/window_gpu.py; docs/decisions/quantized-window-cache.md)
+    # Goal: a request's blocks over its quantized keys and its window independent of the buffers
+    # around it, whose length is the batch's longest request's. Example: 256 keys -> a request of
+    # 8064 quantized keys has 32 blocks a kv head, beside a request of 100 or of 30000. Rule:
+    # every split block of both launches holds window_block keys, whatever S and B (a power of
+    # two). Correctness: any value keeps a request's bits the same in every batch under it; a
+    # request's bits change with it.
+    window_block: int = 256
+
 
 POLICY_FIELDS = {field.name: field.type for field in dataclasses.fields(Policy)}
 # Fields that divide, size a loop or count simdgroups: 0 would divide by zero or launch nothing
@@ -161,7 +170,7 @@ POSITIVE_FIELDS = frozenset((
     "target_blocks", "min_block", "max_block", "plain_longer_block",
     "simdgroups", "quantized_mma_simdgroups", "plain_mma_simdgroups", "single_pass_simdgroups",
     "elements_per_lane", "max_rows", "max_row_elements", "key_bytes_in_flight",
-    "single_pass_key_bytes_in_flight", "max_keys_in_flight", "quantized_keys_in_flight"))
+    "single_pass_key_bytes_in_flight", "max_keys_in_flight", "quantized_keys_in_flight", "window_block"))
 MAX_SIMDGROUPS = 32  # 1024 threads a threadgroup, the most Metal and CUDA launch
 
 
@@ -189,6 +198,8 @@ def load_policy(path: str) -> Policy:
         if name.endswith("simdgroups") and value > MAX_SIMDGROUPS:
             raise ValueError(f"{SCHEDULE_ENV}={path}: field {name!r} must be at most {MAX_SIMDGROUPS}, got {value!r}")
     policy = Policy(**values)
+    if policy.window_block & (policy.window_block - 1):
+        raise ValueError(f"{SCHEDULE_ENV}={path}: field 'window_block' must be a power of two, got {policy.window_block}")
     if policy.min_block > policy.max_block:
         raise ValueError(f"{SCHEDULE_ENV}={path}: min_block ({policy.min_block}) must not exceed max_block "
                          f"({policy.max_block})")

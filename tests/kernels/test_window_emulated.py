@@ -45,12 +45,15 @@ def test_against_float64_attention(dtype, monkeypatch):
     assert err <= TOLERANCE[dtype] * max(1.0, np.abs(expected).max()), f"off by {err:.3g}"
 
 
-def test_a_request_alone_and_in_a_batch_of_longer_buffers():
-    """Blocks of a fixed 256 keys: a request's output is bit for bit the same beside a request
-    whose quantized buffer is 30 times as long, whose S alone would take 512-key blocks (its own
-    blocks are the same; the batch's extra blocks hold none of its keys)."""
+@pytest.mark.parametrize("window_block", [256, 1024])
+def test_a_request_alone_and_in_a_batch_of_longer_buffers(window_block):
+    """Blocks of a fixed Policy.window_block keys: a request's output is bit for bit the same
+    beside a request whose quantized buffer is 30 times as long, whose S alone would take longer
+    blocks (its own blocks are the same; the batch's extra blocks hold none of its keys)."""
+    from tests.kernels.policy_override import policy_override
+
     q, K, V, kw, vw = _inputs(2, 9000, 16, 1, mx.bfloat16, 4, seed=12)
-    with emulated_gpu():
+    with emulated_gpu(), policy_override(window_block=window_block):
         batch = fa.windowed_decode_attention(q, K, V, kw, vw, key_ranges=fa.KeyRanges([(0, 290), (0, 9000)]),
                                              window_ranges=fa.KeyRanges([(0, 5), (0, 16)]), backend="cuda")
         alone = fa.windowed_decode_attention(q[:1], [x[:1, :, :300] for x in K], [x[:1, :, :300] for x in V],

@@ -21,7 +21,7 @@ SHIPPED = dict(
     quantized_mma_bounded_max_bits=4, quantized_mma_bounded_max_groups=2, quantized_short_block=512,
     quantized_short_block_threadgroups_per_sm=8, quantized_short_block_prefetch_tiles=2, quantized_stages=2,
     quantized_short_block_stages=2, stage_on_metal=False, plain_prefetch_tiles=4,
-    plain_prefetch_max_threadgroups=128,
+    plain_prefetch_max_threadgroups=128, window_block=256,
 )
 
 
@@ -50,6 +50,8 @@ def _policy_file(tmp_path, text, name="policy.json"):
     ('{"target_blocks": 0}', "field 'target_blocks' must be at least 1"),
     ('{"simdgroups": 64}', "field 'simdgroups' must be at most 32"),
     ('{"min_block": 2048, "max_block": 1024}', "min_block (2048) must not exceed max_block (1024)"),
+    ('{"window_block": 300}', "field 'window_block' must be a power of two, got 300"),
+    ('{"window_block": 0}', "field 'window_block' must be at least 1"),
     ('[1, 2]', "must hold a JSON object"),
     ('{"target_blocks": 16', "cannot read a JSON object"),
 ])
