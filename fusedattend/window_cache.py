@@ -46,11 +46,10 @@ from typing import NamedTuple
 import mlx.core as mx
 import numpy as np
 
-from . import backends
+from . import backends, window_gpu
 from ._problem import FLOAT_DTYPES, MAX_FUSED_QUERY_LEN, check_bits
 from .key_ranges import KeyRanges
 from .window_attention import token_blocks, virtual_keys, windowed_decode_attention, windowed_decode_plan
-from . import window_gpu
 
 QUANTIZED_STEP = 256  # quantized buffers grow by this many tokens (mlx_lm's own step)
 DEFAULT_WINDOW = 128  # HF's QuantizedCache residual_length and KIVI's default R
@@ -94,9 +93,9 @@ _RANGES = {}
 
 # Decode steps' launch plans (windowed_decode_plan), by everything a plan fixes: the queries'
 # shape and dtype, scale, what picks the backend and its schedule, the buffers' shapes and dtypes
-# but the window's length, the paddings, and the window's blocks (window_gpu.blocks). The layers of a
-# model share them, and a decode loop makes one a flush; a step through a plan skips the checks
-# and set-up of windowed_decode_attention (tens of µs a layer).
+# but the window's length, the paddings, and the window's blocks (window_gpu.blocks). The layers
+# of a model share them, and a decode loop makes one a flush; a step through a plan skips the
+# checks and set-up of windowed_decode_attention (tens of µs a layer).
 _PLANS = {}
 _PLANS_MAX = 256
 backends.forget_when_replays_are(_PLANS.clear)

@@ -24,6 +24,7 @@ import functools
 from . import backends
 from ._problem import Problem
 
+
 @functools.lru_cache(maxsize=8)
 def _policy(base):
     """`base` with every split block of either launch base.window_block keys, never one pass."""
@@ -65,8 +66,8 @@ def _split(problem: Problem, quantized: bool, policy):
 def plan(window: Problem, quantized: Problem, w_lens, causal: bool):
     """The function run(q, quantized keys, quantized values, window keys, window values) that
     launches this call's kernels (for arrays of these shapes and dtypes, a window of any length
-    within the same number of blocks, these ranges), or None where this path does
-    not apply (module docstring)."""
+    within the same number of blocks, these ranges), or None where this path does not apply
+    (module docstring)."""
     from .gpu import schedule
     from ._problem import CAUSAL_MASK, NO_MASK
 

@@ -199,7 +199,8 @@ def load_policy(path: str) -> Policy:
             raise ValueError(f"{SCHEDULE_ENV}={path}: field {name!r} must be at most {MAX_SIMDGROUPS}, got {value!r}")
     policy = Policy(**values)
     if policy.window_block & (policy.window_block - 1):
-        raise ValueError(f"{SCHEDULE_ENV}={path}: field 'window_block' must be a power of two, got {policy.window_block}")
+        raise ValueError(f"{SCHEDULE_ENV}={path}: field 'window_block' must be a power of two, "
+                         f"got {policy.window_block}")
     if policy.min_block > policy.max_block:
         raise ValueError(f"{SCHEDULE_ENV}={path}: min_block ({policy.min_block}) must not exceed max_block "
                          f"({policy.max_block})")

@@ -136,7 +136,7 @@ PROBES = {p.name: p for p in [
           _tiny_block_cases, dict(single_pass_max_s=0, min_block=1, target_blocks=64, plain_mma_max_d=0)),
     Probe("quantized_split", "4-bit K/V, f32 queries, on decode_attention.metal, 2 blocks",
           _quantized_cases, dict(single_pass_max_s=0)),
-    Probe("window_split", "4-bit keys then a bf16-style window, f32: two split launches, one merge of both",
+    Probe("window_split", "4-bit keys then a full-precision window (f32): two split launches, one merge",
           None, {}, run=_window_run),
 ]}
 
