@@ -6,8 +6,8 @@
 
 The sweep is coordinate descent over TUNABLE (gpu/schedule.py's Policy fields that only choose
 how the work is cut: the split block size, the one-launch threshold, simdgroups, the crossovers
-between the two decode kernels), each over a fixed set of candidates, starting from the policy
-in force. A candidate is kept where it times the workload (a grid of B x S x format, each shape
+between the two decode kernels, the window path's block), each over a fixed set of candidates,
+starting from the policy in force. A candidate is kept where it times the workload (a grid of B x S x format, each shape
 timed as `bench` times it) faster by more than --min-gain, as the geometric mean of its per-shape
 ratios to the best policy so far, timed again beside it (clocks drift over the sweep's minutes). Before writing, the chosen policy must pass a check on this GPU:
 every request of a batch bit-identical to the request alone, and every output within the
@@ -52,7 +52,12 @@ TUNABLE: Dict[str, Tuple[int, ...]] = {
     "quantized_mma_simdgroups": (1, 2, 4),
     "plain_mma_simdgroups": (2, 4, 8),
     "single_pass_simdgroups": (2, 4, 8),
+    "window_block": (256, 512, 1024),
 }
+# The workload's format for QuantizedWindowCache's decode (window_block's only user): S 4-bit keys
+# (groups of 64), then a full-precision window of WINDOW_FORMAT_KEYS, as a cache of S + 128 holds.
+WINDOW_FORMAT = "q4w"
+WINDOW_FORMAT_KEYS = 128
 GPU_BACKENDS = ("metal", "cuda")
 NOTE_KEYS = ("_chip", "_mlx", "_device", "_date", "_workload", "_speedup", "_tuned_fields")
 
@@ -70,7 +75,7 @@ def space_size() -> int:
 class Workload:
     B: Tuple[int, ...] = (1, 8, 32)
     S: Tuple[int, ...] = (512, 2048, 8192, 32768)
-    formats: Tuple[str, ...] = ("bfloat16", "q4")
+    formats: Tuple[str, ...] = ("bfloat16", "q4", WINDOW_FORMAT)
     H_q: int = 32
     H_kv: int = 8
     D: int = 128
@@ -79,7 +84,7 @@ class Workload:
         return [(B, S, fmt) for fmt in self.formats for B in self.B for S in self.S]
 
 
-QUICK = Workload(B=(1, 8), S=(1024, 8192), formats=("bfloat16", "q4"))
+QUICK = Workload(B=(1, 8), S=(1024, 8192), formats=("bfloat16", "q4", WINDOW_FORMAT))
 
 
 def _parse(argv):
@@ -110,7 +115,7 @@ def _parse(argv):
                 workload = dataclasses.replace(workload, **{name: values})
     except ValueError as e:
         p.error(str(e) if str(e).startswith("--") else f"--B and --S take comma lists of integers ({e})")
-    formats = ("float32", "float16", "bfloat16", "q2", "q4", "q8")
+    formats = ("float32", "float16", "bfloat16", "q2", "q4", "q8", WINDOW_FORMAT)
     if not set(workload.formats) <= set(formats):
         p.error(f"--formats: choose from {', '.join(formats)}, got {','.join(workload.formats)}")
     args.workload = workload
@@ -151,9 +156,25 @@ def policy_in_force(policy: schedule.Policy):
         yield policy
 
 
+def _window_case(B, S, workload, seed=0):
+    """WINDOW_FORMAT's case: bf16 queries, S keys 4-bit, then WINDOW_FORMAT_KEYS full-precision."""
+    import fusedattend as fa
+
+    mx.random.seed(seed)
+    H_kv, D = workload.H_kv, workload.D
+    kq, vq = (fa.quantize_kv(mx.random.normal((B, H_kv, S, D)).astype(mx.bfloat16)) for _ in range(2))
+    kw, vw = (mx.random.normal((B, H_kv, WINDOW_FORMAT_KEYS, D)).astype(mx.bfloat16) for _ in range(2))
+    q = mx.random.normal((B, workload.H_q, 1, D)).astype(mx.bfloat16)
+    mx.eval(q, kq, vq, kw, vw)
+    return {"q": q, "kq": kq, "vq": vq, "kw": kw, "vw": vw, "scale": D**-0.5}
+
+
 def _call(case, backend):
     import fusedattend as fa
 
+    if "kw" in case:
+        return lambda: fa.windowed_decode_attention(case["q"], case["kq"], case["vq"], case["kw"], case["vw"],
+                                                    scale=case["scale"], backend=backend)
     if case.get("bits"):
         return lambda: fa.quantized_decode_attention(case["q"], case["kq"], case["vq"], bits=case["bits"],
                                                      group_size=case["group_size"], scale=case["scale"],
@@ -217,6 +238,10 @@ def check_policy(policy, backend, formats=("bfloat16", "q4"), log=print) -> bool
     ok = True
     with policy_in_force(policy):
         for fmt in formats:
+            if fmt == WINDOW_FORMAT:
+                for S in sorted({1, policy.window_block - 1, policy.window_block + 3, 3 * policy.window_block + 5}):
+                    ok = _check_window(S, backend, log) and ok
+                continue
             dtype = {"float32": mx.float32, "float16": mx.float16}.get(fmt, mx.bfloat16)
             bits = int(fmt[1:]) if fmt.startswith("q") else None
             for S in lengths:
@@ -242,6 +267,48 @@ def check_policy(policy, backend, formats=("bfloat16", "q4"), log=print) -> bool
                 log(f"  check {fmt:8s} S={S:6d}: batch == requests alone: {alone}, err/tol {ratio:.2f}")
                 ok = ok and alone and ratio <= 1.0
     return ok
+
+
+def _check_window(S, backend, log) -> bool:
+    """check_policy for WINDOW_FORMAT at S quantized keys: three requests of their own lengths
+    (S, S - 1 and none quantized; 128, 127 and 1 in the window), each bit-identical to it alone
+    over buffers of its own length, and the outputs within the oracle's tolerance."""
+    import numpy as np
+
+    import fusedattend as fa
+    from fusedattend.conformance import oracle
+
+    case = _window_case(3, S, Workload(H_q=8, H_kv=2), seed=S)
+    q, kq, vq, kw, vw = (case[name] for name in ("q", "kq", "vq", "kw", "vw"))
+    q_lens, w_lens = [S, max(S - 1, 0), 0], [WINDOW_FORMAT_KEYS, WINDOW_FORMAT_KEYS - 1, 1]
+
+    def attend(b, quantized, window):
+        return fa.windowed_decode_attention(q[b], [x[b] for x in quantized[0]], [x[b] for x in quantized[1]],
+                                            window[0][b], window[1][b], key_ranges=quantized[2],
+                                            window_ranges=window[2], backend=backend)
+
+    whole = attend(slice(None), (kq, vq, fa.KeyRanges([(0, n) for n in q_lens])),
+                   (kw, vw, fa.KeyRanges([(0, n) for n in w_lens])))
+    alone, ratio = True, 0.0
+    for i, (n, w) in enumerate(zip(q_lens, w_lens)):
+        b = slice(i, i + 1)
+        if n:
+            own = attend(b, ([x[..., :n, :] for x in kq], [x[..., :n, :] for x in vq], None),
+                         (kw[..., :w, :], vw[..., :w, :], None))
+        else:
+            own = fa.windowed_decode_attention(q[b], None, None, kw[b, :, :w], vw[b, :, :w], backend=backend)
+        alone = alone and mx.array_equal(whole[b], own).item()
+        k64, v64 = (np.concatenate([oracle.dequantize(*(np.array(x[b].astype(mx.float32)) if x.dtype != mx.uint32
+                                                        else np.array(x[b]) for x in t), bits=4,
+                                                      group_size=64)[:, :, :n],
+                                    np.array(full[b, :, :w].astype(mx.float32))], axis=2)
+                    for t, full in ((kq, kw), (vq, vw)))
+        expected, stats = oracle.attention(np.array(q[b].astype(mx.float32)), k64, v64, stats=True)
+        r, _ = oracle.compare(np.array(whole[b].astype(mx.float32)), expected,
+                              oracle.parity_tolerance(expected, stats, "bfloat16", 128))
+        ratio = max(ratio, r)
+    log(f"  check {WINDOW_FORMAT:8s} S={S:6d}: batch == requests alone: {alone}, err/tol {ratio:.2f}")
+    return alone and ratio <= 1.0
 
 
 def _gpu_backend(wanted: Optional[str]) -> Optional[str]:
@@ -286,7 +353,10 @@ def main(argv=None):
     print("tune: " + plan + f"; backend {backend}", flush=True)
     calls = {}
     for B, S, fmt in workload.shapes():
-        case = make_case(B, S, fmt, H_q=workload.H_q, H_kv=workload.H_kv, D=workload.D)
+        if fmt == WINDOW_FORMAT:
+            case = _window_case(B, S, workload)
+        else:
+            case = make_case(B, S, fmt, H_q=workload.H_q, H_kv=workload.H_kv, D=workload.D)
         calls[(B, S, fmt)] = _call(case, backend)
     start = schedule.current_policy()
     best, best_score = sweep(start, args.fields, calls, passes=args.passes, min_gain=args.min_gain,

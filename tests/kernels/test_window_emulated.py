@@ -150,3 +150,20 @@ def test_a_decode_loop_through_plans_gives_the_checked_calls_bits(monkeypatch, p
             assert mx.array_equal(planned, checked), t
     assert cache.quantized_lengths == [quantized] * B and cache.window_lengths == [prompt + 12 - quantized] * B
     assert len(made) == plans  # 400: the window in one block (251 .. 256 keys), then in two
+
+
+@pytest.mark.parametrize("window_block", [256, 512])
+def test_tunes_window_check_passes_the_kernels(window_block):
+    """python -m fusedattend tune's check of the window format (requests of their own lengths
+    alone and in a batch, the oracle's tolerance), at S around the policy's window_block."""
+    import dataclasses
+
+    from fusedattend import tune
+    from fusedattend.gpu import schedule
+
+    lines = []
+    with emulated_gpu():
+        policy = dataclasses.replace(schedule.Policy(), window_block=window_block)
+        assert tune.check_policy(policy, "cuda", formats=(tune.WINDOW_FORMAT,), log=lines.append)
+    assert len(lines) == 4 and all("batch == requests alone: True" in line for line in lines)
+    assert f"S={window_block + 3:6d}" in "".join(lines)

@@ -89,6 +89,7 @@ def test_tune_writes_the_chip_policy_that_the_schedule_then_loads(monkeypatch, c
     monkeypatch.setattr(tune, "_gpu_backend", lambda wanted: "cuda")
     monkeypatch.setattr("fusedattend.chip.chip_id", lambda: "nvidia-test-gpu")
     monkeypatch.setattr("fusedattend.benchmarks.harness.make_case", lambda *a, **k: {})
+    monkeypatch.setattr(tune, "_window_case", lambda *a, **k: {})
     monkeypatch.setattr(tune, "_call", lambda case, backend: None)
     monkeypatch.setattr(tune, "time_policy", _fake_times({"single_pass_max_s": 2048, "quantized_mma_simdgroups": 4}))
     monkeypatch.setattr(tune, "check_policy", lambda policy, backend, formats: True)
@@ -119,6 +120,7 @@ def test_tune_writes_the_chip_policy_that_the_schedule_then_loads(monkeypatch, c
 def test_a_failed_check_writes_nothing(monkeypatch, capsys, clean_policy_env):
     monkeypatch.setattr(tune, "_gpu_backend", lambda wanted: "cuda")
     monkeypatch.setattr("fusedattend.benchmarks.harness.make_case", lambda *a, **k: {})
+    monkeypatch.setattr(tune, "_window_case", lambda *a, **k: {})
     monkeypatch.setattr(tune, "_call", lambda case, backend: None)
     monkeypatch.setattr(tune, "time_policy", _fake_times({"simdgroups": 8}))
     monkeypatch.setattr(tune, "check_policy", lambda policy, backend, formats: False)
@@ -131,3 +133,20 @@ def test_policy_in_force_restores_the_environment(monkeypatch):
     with tune.policy_in_force(dataclasses.replace(schedule.Policy(), simdgroups=8)):
         assert schedule.current_policy().simdgroups == 8
     assert os.environ[schedule.SCHEDULE_ENV] == "default"
+
+
+def test_the_window_check_fails_a_batch_dependent_result(monkeypatch):
+    """tune's check of the window format (run here on the cpu backend) passes the real call, and
+    fails one whose requests' results depend on the batch around them."""
+    import fusedattend as fa
+
+    lines = []
+    assert tune._check_window(259, "cpu", lines.append) and "alone: True" in lines[-1]
+    real = fa.windowed_decode_attention
+
+    def batch_dependent(q, *args, **kwargs):
+        out = real(q, *args, **kwargs)
+        return out + (0.01 if q.shape[0] > 1 else 0.0)
+
+    monkeypatch.setattr(fa, "windowed_decode_attention", batch_dependent)
+    assert not tune._check_window(259, "cpu", lines.append) and "alone: False" in lines[-1]
