@@ -7,9 +7,10 @@
 The sweep is coordinate descent over TUNABLE (gpu/schedule.py's Policy fields that only choose
 how the work is cut: the split block size, the one-launch threshold, simdgroups, the crossovers
 between the two decode kernels, the window path's block), each over a fixed set of candidates,
-starting from the policy in force. A candidate is kept where it times the workload (a grid of B x S x format, each shape
-timed as `bench` times it) faster by more than --min-gain, as the geometric mean of its per-shape
-ratios to the best policy so far, timed again beside it (clocks drift over the sweep's minutes). Before writing, the chosen policy must pass a check on this GPU:
+starting from the policy in force. A candidate is kept where it times the workload (a grid of
+B x S x format, each shape timed as `bench` times it) faster by more than --min-gain, as the
+geometric mean of its per-shape ratios to the best policy so far, timed again beside it (clocks
+drift over the sweep's minutes). Before writing, the chosen policy must pass a check on this GPU:
 every request of a batch bit-identical to the request alone, and every output within the
 oracle's parity tolerance, at S around the chosen block edges.
 
@@ -253,9 +254,7 @@ def check_policy(policy, backend, formats=("bfloat16", "q4"), log=print) -> bool
                     attend = lambda b: fa.quantized_decode_attention(  # noqa: E731
                         q[b], tuple(x[b] for x in kq), tuple(x[b] for x in vq), bits=bits, group_size=64,
                         backend=backend)
-                    k64, v64 = (oracle.dequantize(*(np.array(x.astype(mx.float32)) if x.dtype != mx.uint32 else
-                                                    np.array(x) for x in t), bits=bits, group_size=64)
-                                for t in (kq, vq))
+                    k64, v64 = (_oracle_dequantized(t, bits) for t in (kq, vq))
                 else:
                     attend = lambda b: fa.decode_attention(q[b], k[b], v[b], backend=backend)  # noqa: E731
                     k64, v64 = (np.array(x.astype(mx.float32)) for x in (k, v))
@@ -267,6 +266,18 @@ def check_policy(policy, backend, formats=("bfloat16", "q4"), log=print) -> bool
                 log(f"  check {fmt:8s} S={S:6d}: batch == requests alone: {alone}, err/tol {ratio:.2f}")
                 ok = ok and alone and ratio <= 1.0
     return ok
+
+
+def _oracle_dequantized(triple, bits):
+    """A (codes, scales, biases) triple (groups of 64) dequantized by the oracle, the codes read
+    as uint32 (float32 would round them)."""
+    import numpy as np
+
+    from fusedattend.conformance import oracle
+
+    codes, scales, biases = triple
+    return oracle.dequantize(np.array(codes), np.array(scales.astype(mx.float32)), np.array(biases.astype(mx.float32)),
+                             bits=bits, group_size=64)
 
 
 def _check_window(S, backend, log) -> bool:
@@ -298,9 +309,7 @@ def _check_window(S, backend, log) -> bool:
         else:
             own = fa.windowed_decode_attention(q[b], None, None, kw[b, :, :w], vw[b, :, :w], backend=backend)
         alone = alone and mx.array_equal(whole[b], own).item()
-        k64, v64 = (np.concatenate([oracle.dequantize(*(np.array(x[b].astype(mx.float32)) if x.dtype != mx.uint32
-                                                        else np.array(x[b]) for x in t), bits=4,
-                                                      group_size=64)[:, :, :n],
+        k64, v64 = (np.concatenate([_oracle_dequantized([x[b] for x in t], 4)[:, :, :n],
                                     np.array(full[b, :, :w].astype(mx.float32))], axis=2)
                     for t, full in ((kq, kw), (vq, vw)))
         expected, stats = oracle.attention(np.array(q[b].astype(mx.float32)), k64, v64, stats=True)
