@@ -93,9 +93,9 @@ _RANGES = {}
 
 # Decode steps' launch plans (windowed_decode_plan), by everything a plan fixes: the queries'
 # shape and dtype, scale, what picks the backend and its schedule, the buffers' shapes and dtypes
-# but the window's length, the paddings, and the window's blocks (window_gpu.blocks). The layers
-# of a model share them, and a decode loop makes one a flush; a step through a plan skips the
-# checks and set-up of windowed_decode_attention (tens of µs a layer).
+# but the window's length, and the paddings; each entry is (its window block, plans by the
+# window's blocks). The layers of a model share them, and a decode loop makes one a flush; a step
+# through a plan skips the checks and set-up of windowed_decode_attention (tens of µs a layer).
 _PLANS = {}
 _PLANS_MAX = 256
 backends.forget_when_replays_are(_PLANS.clear)
@@ -310,17 +310,21 @@ class QuantizedWindowCache:
         the same shapes, dtypes, paddings and window blocks (_PLANS), or None (the CPU)."""
         quantized = kq and (kq[0].shape, kq[1].shape, kq[1].dtype)
         key = (queries.shape, queries.dtype, scale, backends.replay_key(backend), wk.shape[:2], wk.shape[3], wk.dtype,
-               quantized, self.quant_bits, self.quant_group_size, q_padding, w_padding,
-               window_gpu.blocks(wk.shape[2]))
+               quantized, self.quant_bits, self.quant_group_size, q_padding, w_padding)
         try:
-            return _PLANS[key]
+            block, runs = _PLANS[key]
         except KeyError:
-            pass
+            if len(_PLANS) >= _PLANS_MAX:
+                _PLANS.clear()
+            # the key holds what picks the policy (replay_key), so its window block holds too
+            block, runs = _PLANS[key] = window_gpu.window_block(), {}
         except TypeError:  # an unhashable scale: windowed_decode_attention names it
             return None
-        if len(_PLANS) >= _PLANS_MAX:
-            _PLANS.clear()
-        run = _PLANS[key] = windowed_decode_plan(
+        blocks = -(-wk.shape[2] // block)
+        run = runs.get(blocks)
+        if run is not None:
+            return run
+        run = runs[blocks] = windowed_decode_plan(
             queries, kq, vq, wk, wv, scale=scale, key_ranges=_ranges(q_padding) if kq else None,
             window_ranges=_ranges(w_padding), bits=self.quant_bits, group_size=self.quant_group_size,
             backend=backend)

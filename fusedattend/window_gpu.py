@@ -33,11 +33,16 @@ def _policy(base):
                                plain_long_blocks_from_s=2**62, plain_longer_blocks_from_s=2**62)
 
 
-def blocks(S: int) -> int:
-    """Blocks of S keys under the policy in force: what a launch set up for S takes of it."""
+def window_block() -> int:
+    """Keys a block of either launch, under the policy in force."""
     from .gpu import schedule
 
-    return -(-S // schedule.current_policy().window_block)
+    return schedule.current_policy().window_block
+
+
+def blocks(S: int) -> int:
+    """Blocks of S keys under the policy in force: what a launch set up for S takes of it."""
+    return -(-S // window_block())
 
 
 # (format, shapes but S, dtypes, scale, mask kind, key ranges or not, blocks, policy) -> the
