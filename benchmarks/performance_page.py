@@ -5,6 +5,8 @@
     python -m fusedattend.benchmarks.performance_page --check         # exit 1 if either is out of date
     python -m fusedattend.benchmarks.performance_page --add RUN.json  # RUN.json (bench --json) becomes
                                                                       # results/<its chip>.json
+    python -m fusedattend.benchmarks.performance_page --add-generate RUN.json  # generate-bench --json:
+                                                                      # into results/generate/<chip>.json
 
 A results file is one sweep of `python -m fusedattend bench --json`, compacted: the run's date,
 MLX version, device and command, and one row a timing (format, B, S, implementation, best µs a
@@ -21,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import targets
+from . import generate_results, targets
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PAGE = Path("docs/performance.md")
@@ -134,7 +136,7 @@ def chip_section(result: dict) -> list:
     return lines
 
 
-def render(results: list) -> str:
+def render(results: list, generation: list = ()) -> str:
     lines = ["# Performance", "",
              "<!-- Written by `python -m fusedattend.benchmarks.performance_page` from "
              "benchmarks/results/*.json: edit those (or the generator), not this page. -->", "",
@@ -156,6 +158,7 @@ def render(results: list) -> str:
     lines += ["Chips: " + ", ".join(f"[{r['chip']}](#{r['chip']})" for r in results), ""]
     for result in results:
         lines += chip_section(result)
+    lines += generate_results.section(list(generation))
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -200,14 +203,19 @@ def main(argv=None):
     p.add_argument("--readme", type=Path, help=f"the README whose tables to rewrite (default: {README} with the default --out)")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the page or the README differs")
     p.add_argument("--add", type=Path, metavar="RUN.json", help="compact a bench --json run into the results first")
+    p.add_argument("--add-generate", type=Path, metavar="RUN.json",
+                   help="merge a generate-bench --json run into results/generate/<chip>.json first")
     args = p.parse_args(argv)
+    generation = args.results / "generate"
+    if args.add_generate:
+        print(f"wrote {generate_results.add(args.add_generate, generation)}")
     if args.add:
         result = compact(json.loads(args.add.read_text()))
         path = args.results / f"{result['chip']}.json"
         path.write_text(dumps(result))
         print(f"wrote {path}")
     results = load_results(args.results)
-    written = {args.out: render(results)}
+    written = {args.out: render(results, generate_results.load(generation))}
     readme = args.readme or (README if args.out == PAGE else None)
     if readme is not None and readme.is_file():
         written[readme] = render_readme(readme.read_text(), results)

@@ -346,15 +346,32 @@ def plot(rows, path):
     fig.savefig(path)
 
 
-def save(args, rows, errors, complete):
+def run_meta(argv):
+    """What a results file keeps of the run (generate_results): the chip, device, versions, date
+    and the command."""
+    import datetime
+
+    import mlx_lm
+
+    from fusedattend.chip import chip_id
+
+    device = mx.default_device()
+    name = mx.device_info().get("device_name") if device == mx.gpu else None
+    return {"chip": chip_id(), "device": name or str(device), "mlx": mx.__version__, "mlx_lm": mlx_lm.__version__,
+            "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "command": " ".join(["python -m fusedattend generate-bench", *argv])}
+
+
+def save(args, meta, rows, errors, complete):
     with open(args.json, "w") as f:
-        json.dump({"model": args.model, "layers": args.layers, "tokens": args.tokens, "window": args.window,
-                   "device": str(mx.default_device()), "complete": complete, "rows": rows,
-                   "attention_error": errors}, f, indent=1)
+        json.dump({**meta, "model": args.model, "layers": args.layers, "tokens": args.tokens, "window": args.window,
+                   "complete": complete, "rows": rows, "attention_error": errors}, f, indent=1)
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    meta = run_meta(argv) if args.json else None
     model = build_model(args.model, args.layers, args.seed, getattr(mx, args.dtype))
     vocab = model.args.vocab_size
     cells = [(B, context) for context in args.context for B in args.batch]
@@ -391,7 +408,7 @@ def main(argv=None):
         rows += [dict(batch=B, context=context, arm=arm, **{k: v for k, v in r.items() if k not in PER_TOKEN})
                  for arm, r in results.items()]
         if args.json:  # after every cell: a run cut short keeps the rows it finished
-            save(args, rows, None, complete=False)
+            save(args, meta, rows, None, complete=False)
     print(file=sys.stderr)
     print(table(rows))
     errors = None
@@ -402,7 +419,7 @@ def main(argv=None):
                   f"largest {max(per_step):.3g}, mean {sum(per_step) / len(per_step):.3g} "
                   f"({len(per_step)} steps, context {args.context[0]})")
     if args.json:
-        save(args, rows, errors, complete=True)
+        save(args, meta, rows, errors, complete=True)
     if args.plot:
         plot(rows, args.plot)
     return 0

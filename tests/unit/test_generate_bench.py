@@ -7,7 +7,7 @@ import mlx.core as mx
 import pytest
 
 pytest.importorskip("mlx_lm")
-from benchmarks import window_generate  # noqa: E402
+from benchmarks import generate_results, window_generate  # noqa: E402
 
 # float32: in bfloat16 the random model's near-ties part the arms (the module docstring)
 ARGS = ["--model", "tiny", "--layers", "1", "--batch", "2", "--context", "20", "--tokens", "4", "--window", "4",
@@ -29,6 +29,10 @@ def test_rows_of_every_arm(tmp_path, capsys):
     bf16, _, dequantize, fused = (r.get("kv_bytes_per_token") for r in rows)
     assert dequantize == fused < bf16
     assert "| 2 | 20 | fused |" in capsys.readouterr().out
+    # the run names its chip and command, so that it merges into that chip's results file
+    assert saved["command"] == "python -m fusedattend generate-bench " + " ".join(ARGS + ["--json", str(path)])
+    merged = generate_results.merged(None, saved)
+    assert merged["chip"] == saved["chip"] and merged["runs"][0]["rows"] == rows
 
 
 def test_stops_where_the_arms_part(monkeypatch, capsys):

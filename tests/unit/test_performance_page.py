@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from fusedattend.benchmarks import performance_page
+from fusedattend.benchmarks import generate_results, performance_page
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_committed_page_is_the_generators_output():
-    page = performance_page.render(performance_page.load_results())
+    page = performance_page.render(performance_page.load_results(), generate_results.load())
     assert (ROOT / "docs/performance.md").read_text() == page, (
         "docs/performance.md is out of date: run python -m fusedattend.benchmarks.performance_page")
 
