@@ -220,13 +220,18 @@ class QuantizedWindowCache:
             self._append(keys, values, take)
         else:
             self._grow_quantized(max(q + f for q, f in zip(self._qlen, flush)), keys)
-            for b in range(B):
+            # A batch in step (requests of one length, as a batch of equal prompts stays) flushes
+            # in one go, its operations as many as one request's: quantization is per token, so
+            # each request's bits are still its own alone. Otherwise a request at a time.
+            in_step = len(set(zip(self._qlen, self._wlen, take, flush))) == 1
+            for rows in [slice(0, B)] if in_step else [slice(b, b + 1) for b in range(B)]:
+                b = rows.start
                 if flush[b]:
-                    self._flush(b, keys, values, take[b], flush[b])
+                    self._flush(rows, keys, values, take[b], flush[b])
                 elif take[b]:
                     w = self._wlen[b]
-                    self._wk[b:b + 1, :, w:w + take[b]] = keys[b:b + 1, :, :take[b]]
-                    self._wv[b:b + 1, :, w:w + take[b]] = values[b:b + 1, :, :take[b]]
+                    self._wk[rows, :, w:w + take[b]] = keys[rows, :, :take[b]]
+                    self._wv[rows, :, w:w + take[b]] = values[rows, :, :take[b]]
             self._qlen = [q + f for q, f in zip(self._qlen, flush)]
         self._wlen = [n - f for n, f in zip(new_w, flush)]
         self._last = take
@@ -254,22 +259,22 @@ class QuantizedWindowCache:
         self._wk = mx.put_along_axis(self._wk, index, keys, axis=2)
         self._wv = mx.put_along_axis(self._wv, index, values, axis=2)
 
-    def _flush(self, b, keys, values, take, count):
-        """Request b's window and its `take` new tokens: the oldest `count` quantized, the rest
-        the new window."""
-        w, q = self._wlen[b], self._qlen[b]
+    def _flush(self, rows, keys, values, take, count):
+        """The windows of requests `rows` (a slice; their lengths alike) and their `take` new
+        tokens: the oldest `count` quantized, the rest the new windows."""
+        w, q = self._wlen[rows.start], self._qlen[rows.start]
         for window, new, quantized in ((self._wk, keys, self._kq), (self._wv, values, self._vq)):
-            tokens = new[b:b + 1, :, :take]
+            tokens = new[rows, :, :take]
             if w:
-                tokens = mx.concatenate([window[b:b + 1, :, :w], tokens], axis=2)
+                tokens = mx.concatenate([window[rows, :, :w], tokens], axis=2)
             # a prompt's tokens a block at a time: mx.quantize's temporaries, like mx.dequantize's
             # (window_attention.DEQUANTIZE_BLOCK), are a few times its input; a decode step's
             # flush (window tokens) is one block. Tokens are quantized one by one: same bits.
             for s0, s1 in token_blocks(count):
                 for buffer, part in zip(quantized, mx.quantize(tokens[:, :, s0:s1], group_size=self.quant_group_size,
                                                                bits=self.quant_bits)):
-                    buffer[b:b + 1, :, q + s0:q + s1] = part
-            window[b:b + 1, :, :w + take - count] = tokens[:, :, count:]
+                    buffer[rows, :, q + s0:q + s1] = part
+            window[rows, :, :w + take - count] = tokens[:, :, count:]
 
     # --- reading ---
 
