@@ -268,7 +268,8 @@ class QuantizedWindowCache:
             if w:
                 tokens = mx.concatenate([window[rows, :, :w], tokens], axis=2)
             # a prompt's tokens a block at a time: mx.quantize's temporaries, like mx.dequantize's
-            # (window_attention.DEQUANTIZE_BLOCK), are a few times its input; a decode step's
+            # (window_attention.DEQUANTIZE_BLOCK), are a few times its input (the rows' tokens of
+            # the block: B times one request's for a batch in step, as its attention's); a decode step's
             # flush (window tokens) is one block. Tokens are quantized one by one: same bits.
             for s0, s1 in token_blocks(count):
                 for buffer, part in zip(quantized, mx.quantize(tokens[:, :, s0:s1], group_size=self.quant_group_size,
