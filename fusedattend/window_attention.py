@@ -82,7 +82,7 @@ def windowed_decode_plan(queries, keys, values, window_keys, window_values, *, s
     call takes another path (the CPU and reference backends, past CUDA's grid).
 
     run takes arrays of these shapes and dtypes, but for a window of another length within the
-    same number of blocks (window_gpu.blocks), under the same ranges: the caller vouches for
+    same number of blocks (of window_gpu.window_block() keys), under the same ranges: the caller vouches for
     that (QuantizedWindowCache keys its plans by them). The arguments are checked here once."""
     if isinstance(queries, mx.array) and queries.ndim == 4 and queries.shape[-2] != 1:
         raise ValueError(f"windowed_decode_plan is for decode steps of L = 1, got queries {tuple(queries.shape)}")

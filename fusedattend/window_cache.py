@@ -308,7 +308,7 @@ class QuantizedWindowCache:
                 return run(queries, kq, vq, wk, wv)
         return windowed_decode_attention(
             queries, kq, vq, wk, wv, scale=scale, mask="causal" if queries.shape[-2] > 1 else None,
-            key_ranges=_ranges(q_padding) if has_q else None, window_ranges=_ranges(w_padding),
+            key_ranges=_ranges(q_padding), window_ranges=_ranges(w_padding),
             bits=self.quant_bits, group_size=self.quant_group_size, backend=backend)
 
     def _plan(self, queries, scale, backend, kq, vq, wk, wv, q_padding, w_padding):
@@ -331,7 +331,7 @@ class QuantizedWindowCache:
         if run is not None:
             return run
         run = runs[blocks] = windowed_decode_plan(
-            queries, kq, vq, wk, wv, scale=scale, key_ranges=_ranges(q_padding) if kq else None,
+            queries, kq, vq, wk, wv, scale=scale, key_ranges=_ranges(q_padding),
             window_ranges=_ranges(w_padding), bits=self.quant_bits, group_size=self.quant_group_size,
             backend=backend)
         return run

@@ -40,11 +40,6 @@ def window_block() -> int:
     return schedule.current_policy().window_block
 
 
-def blocks(S: int) -> int:
-    """Blocks of S keys under the policy in force: what a launch set up for S takes of it."""
-    return -(-S // window_block())
-
-
 # (format, shapes but S, dtypes, scale, mask kind, key ranges or not, blocks, policy) -> the
 # launch's split_launcher pair: a decode loop repeats one key a step, so the set-up runs once (as
 # fusedattend.gpu's replays do); the pair holds none of the caller's arrays.

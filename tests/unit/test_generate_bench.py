@@ -33,6 +33,7 @@ def test_rows_of_every_arm(tmp_path, capsys):
     assert saved["command"] == "python -m fusedattend generate-bench " + " ".join(ARGS + ["--json", str(path)])
     merged = generate_results.merged(None, saved)
     assert merged["chip"] == saved["chip"] and merged["runs"][0]["rows"] == rows
+    assert generate_results.ARMS == window_generate.ARMS  # its copy, kept free of MLX
 
 
 def test_stops_where_the_arms_part(monkeypatch, capsys):
